@@ -1,0 +1,120 @@
+"""The `kb-agent` command line. Thin: each command parses options and calls a library function.
+
+Heavy imports (torch, triton, litellm) happen inside the commands that need them, so `--help` and the
+`problems` commands answer quickly.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from agent import __version__
+
+app = typer.Typer(
+    help="Agentic multi-turn kernel optimisation around KernelBench.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+problems_app = typer.Typer(help="List, show and check KernelBench problems.", no_args_is_help=True)
+app.add_typer(problems_app, name="problems")
+
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+
+DatasetOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--dataset",
+        envvar="KB_DATASET",
+        help="Local KernelBench copy (level_N parquet files or a KernelBench checkout). Default: the Hub.",
+    ),
+]
+
+
+class UsageError(Exception):
+    """Bad input from the user; the CLI prints the message on one line and exits with code 2."""
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
+    raise typer.Exit(code)
+
+
+def _expected_errors() -> tuple[type[Exception], ...]:
+    from problems import ProblemError
+
+    return (ProblemError, UsageError)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"kb-agent {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version_callback, is_eager=True, help="Print the version.")
+    ] = False,
+) -> None:
+    pass
+
+
+@problems_app.command("list")
+def problems_list(
+    level: Annotated[str | None, typer.Option("--level", "-l", help="A level (1-4) or 'toy'.")] = None,
+    dataset: DatasetOpt = None,
+) -> None:
+    """List problems as a table: level, id, name."""
+    from problems import available_levels, resolve
+
+    specs = [level] if level is not None else [*map(str, available_levels(dataset)), "toy"]
+    table = Table("level", "id", "name")
+    n = 0
+    for spec in specs:
+        for p in resolve(spec, dataset):
+            table.add_row("toy" if p.level == 0 else str(p.level), str(p.problem_id), p.name)
+            n += 1
+    out.print(table)
+    out.print(f"{n} problems", highlight=False)
+
+
+@problems_app.command("show")
+def problems_show(
+    spec: Annotated[str, typer.Argument(help="One problem: 2/40, toy/relu or a path.")],
+    dataset: DatasetOpt = None,
+) -> None:
+    """Print a problem's reference source (highlighted on a terminal, plain when piped)."""
+    from problems import resolve_one
+
+    p = resolve_one(spec, dataset)
+    if out.is_terminal:
+        from rich.syntax import Syntax
+
+        out.rule(f"{p.key}  {p.name}")
+        out.print(Syntax(p.code, "python", line_numbers=False))
+    else:
+        sys.stdout.write(p.code if p.code.endswith("\n") else p.code + "\n")
+
+
+def main() -> None:
+    """Console-script entry point: run the app, turning expected errors into one line and exit code 2."""
+    try:
+        app()
+    except _expected_errors() as e:
+        err.print(f"[bold red]error:[/] {e}", highlight=False)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+
+
+__all__ = ["app", "main", "Path"]

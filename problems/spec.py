@@ -1,0 +1,141 @@
+"""Problem specs: the strings users type to name problems.
+
+Grammar (whitespace ignored):
+    2/40         level 2, problem_id 40 (looked up by id, never by row position)
+    2            all of level 2
+    1/1-10,95    a list of ids and inclusive ranges
+    toy          all of kb-agent's own toy problems (level 0); `toy/relu` or `toy/1` names one
+    path.py      a file in KernelBench format (`class Model`, `get_inputs`, `get_init_inputs`)
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from pathlib import Path
+
+from problems.problem import Problem, ProblemError
+from problems.sources import available_levels, load_level, toy_problems
+
+_IDS_RE = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
+
+
+def _parse_ids(text: str, spec: str) -> list[int]:
+    if not _IDS_RE.match(text):
+        raise ProblemError(f"bad problem spec {spec!r}: ids must look like 40, 1-10 or 1-10,95")
+    ids: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        a, b = int(lo), int(hi or lo)
+        if b < a:
+            raise ProblemError(f"bad problem spec {spec!r}: range {part} runs backwards")
+        ids += [i for i in range(a, b + 1) if i not in ids]
+    return ids
+
+
+def _ranges(ids: list[int]) -> str:
+    """[1, 2, 3, 7] -> '1-3, 7'."""
+    out, start = [], None
+    for i, x in enumerate(ids):
+        if start is None:
+            start = x
+        if i + 1 == len(ids) or ids[i + 1] != x + 1:
+            out.append(str(start) if start == x else f"{start}-{x}")
+            start = None
+    return ", ".join(out)
+
+
+def check_reference_source(code: str, where: str) -> None:
+    """Raise ProblemError unless `code` parses and defines Model, get_inputs and get_init_inputs."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as e:
+        raise ProblemError(f"{where} is not valid Python (line {e.lineno}: {e.msg})") from e
+    defined = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    missing = [n for n in REQUIRED_NAMES if n not in defined]
+    if missing:
+        raise ProblemError(
+            f"{where} is not a KernelBench problem: it lacks {', '.join(missing)} "
+            "(needs class Model(nn.Module), get_inputs() and get_init_inputs())"
+        )
+
+
+def problem_from_file(path: str | os.PathLike) -> Problem:
+    p = Path(path)
+    if not p.is_file():
+        raise ProblemError(f"no such file: {str(p)!r}")
+    code = p.read_text()
+    check_reference_source(code, str(p))
+    m = re.match(r"^(\d+)_", p.stem)
+    return Problem(None, int(m.group(1)) if m else 0, p.stem, code, str(p.resolve()))
+
+
+def _select_toy(rest: str, spec: str) -> list[Problem]:
+    toys = toy_problems()
+    if not rest:
+        return list(toys.values())
+    by_name = {p.name: p for p in toys.values()}
+    out = []
+    for item in rest.split(","):
+        if item in by_name:
+            out.append(by_name[item])
+        elif item.isdigit() and int(item) in toys:
+            out.append(toys[int(item)])
+        else:
+            names = ", ".join(f"{p.problem_id}_{p.name}" for p in toys.values())
+            raise ProblemError(f"no toy problem {item!r}; toy problems: {names}")
+    return out
+
+
+def resolve(spec: str, dataset: str | os.PathLike | None = None) -> list[Problem]:
+    """Turn a spec into problems, in the order the spec names them (levels sorted by problem_id).
+
+    Args:
+        spec: see the module docstring.
+        dataset: a local KernelBench copy; default `$KB_DATASET`, else the Hub.
+
+    Raises:
+        ProblemError: a malformed spec, a level or id that does not exist (the message names what
+            does), a file that is not in KernelBench format, or a dataset that cannot be read.
+    """
+    s = spec.strip().replace(" ", "")
+    if not s:
+        raise ProblemError("empty problem spec; try 2/40, 2, 1/1-10,95, toy or a path to a .py file")
+    if s.endswith(".py") or os.path.sep in s and Path(s).exists():
+        return [problem_from_file(s)]
+    head, _, rest = s.partition("/")
+    if head == "toy":
+        return _select_toy(rest, spec)
+    if not head.isdigit():
+        raise ProblemError(
+            f"bad problem spec {spec!r}: expected LEVEL/ID like 2/40, a level like 2, a list like "
+            "1/1-10,95, toy/NAME, or a path to a .py file"
+        )
+    level = int(head)
+    if level == 0:
+        return _select_toy(rest, spec)
+    if level not in available_levels(dataset):
+        have = ", ".join(map(str, available_levels(dataset)))
+        raise ProblemError(f"level {level} does not exist; levels: {have} (and toy)")
+    problems = load_level(level, dataset)
+    if not rest:
+        return problems
+    by_id = {p.problem_id: p for p in problems}
+    ids = _parse_ids(rest, spec)
+    missing = [i for i in ids if i not in by_id]
+    if missing:
+        raise ProblemError(
+            f"level {level} has no problem {', '.join(map(str, missing))}; "
+            f"its ids are {_ranges(sorted(by_id))}"
+        )
+    return [by_id[i] for i in ids]
+
+
+def resolve_one(spec: str, dataset: str | os.PathLike | None = None) -> Problem:
+    """Like `resolve`, for a spec that must name exactly one problem."""
+    found = resolve(spec, dataset)
+    if len(found) != 1:
+        raise ProblemError(f"{spec!r} names {len(found)} problems; name one, like 2/40")
+    return found[0]

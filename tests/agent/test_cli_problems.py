@@ -1,0 +1,52 @@
+import subprocess
+import sys
+
+from typer.testing import CliRunner
+
+from agent.cli import app
+
+runner = CliRunner()
+
+
+def test_version_matches_package_metadata():
+    from importlib.metadata import version
+
+    r = runner.invoke(app, ["--version"])
+    assert r.exit_code == 0 and r.output.strip() == f"kb-agent {version('kb-agent')}"
+
+
+def test_problems_show_prints_reference_plain_when_piped(kb_dataset):
+    r = runner.invoke(app, ["problems", "show", "2/40"])
+    assert r.exit_code == 0
+    assert r.output.startswith("import torch")
+    assert "class Model(nn.Module)" in r.output
+
+
+def test_problems_list_level_1_lists_100(kb_dataset):
+    r = runner.invoke(app, ["problems", "list", "--level", "1"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0
+    assert "100 problems" in r.output and "19_ReLU" in r.output
+
+
+def test_bad_spec_is_one_line_and_exit_2(kb_dataset):
+    # through the real console script, so main()'s error handling is what is tested
+    r = subprocess.run(
+        [sys.executable, "-c", "from agent.cli import main; main()", "problems", "show", "5/1"],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == ["error: level 5 does not exist; levels: 1, 2, 3, 4 (and toy)"]
+
+
+def test_help_does_not_import_heavy_modules():
+    code = (
+        "import sys; sys.argv=['kb-agent','--help']\n"
+        "from agent.cli import main\n"
+        "try: main()\n"
+        "except SystemExit: pass\n"
+        "heavy = [m for m in ('torch', 'triton', 'litellm', 'datasets') if m in sys.modules]\n"
+        "print('HEAVY', heavy)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "HEAVY []" in r.stdout

@@ -1,0 +1,52 @@
+"""Test-wide setup: offline, CPU-only, isolated.
+
+TRITON_INTERPRET must be set before any module defining a @triton.jit kernel is imported, so it is set
+here, at collection time. The local KernelBench copy in ../shared/kernelbench is used when present.
+"""
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_KB = ROOT.parent / "shared" / "kernelbench"
+
+
+def _has_cuda() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    if _has_cuda():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def kb_dataset(monkeypatch) -> Path:
+    """Point KB_DATASET at the local KernelBench copy, or skip when there is none."""
+    path = Path(os.environ.get("KB_DATASET") or SHARED_KB)
+    if not path.is_dir():
+        pytest.skip("no local KernelBench copy (set KB_DATASET)")
+    monkeypatch.setenv("KB_DATASET", str(path))
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _isolated_db(monkeypatch, tmp_path):
+    """Every test gets its own trajectory store path."""
+    monkeypatch.setenv("KB_DB", str(tmp_path / "kb.sqlite"))
