@@ -1,0 +1,217 @@
+"""The `EvalResult` tree: what one evaluation of one candidate produced.
+
+It crosses a process boundary (child -> parent, as JSON) and a storage boundary (the agent's SQLite
+store), so every part is a dataclass that round-trips through `to_dict` / `from_dict`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+class Status(str, Enum):
+    """Verdict of one evaluation. Every status but CORRECT comes with a message the model can act on."""
+
+    COMPILE_ERROR = "compile_error"  # syntax error, nvcc/C++ error, Triton compile error, no ModelNew, import failure
+    RUNTIME_ERROR = "runtime_error"  # exception, CUDA fault, out of memory, crash or exit of the child
+    TIMEOUT = "timeout"  # a stage (build, correctness, timing) ran past its limit
+    INCORRECT = "incorrect"  # ran, but the output differs from the reference
+    REJECTED = "rejected"  # broke a rule of the evaluator (strict mode); the message says which
+    CORRECT = "correct"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass
+class CompileInfo:
+    """Building/importing the candidate module (CUDA extensions build at import via load_inline;
+    Triton kernels compile at first launch, so their compile errors surface in the correctness stage)."""
+
+    ok: bool | None = None
+    backend: str | None = None  # "cuda", "triton", or "torch" when neither was found
+    seconds: float | None = None  # wall seconds of the import, including any extension build
+    errors: list[str] = field(default_factory=list)  # first compiler errors, "file(line): error: ..."
+    log: str = ""  # compiler output, trimmed to the part that matters
+
+
+@dataclass
+class TrialResult:
+    """One correctness trial: fresh inputs from `seed`, reference vs candidate."""
+
+    trial: int
+    seed: int
+    passed: bool
+    expected_shape: list[int] | None = None
+    actual_shape: list[int] | None = None
+    expected_dtype: str | None = None
+    actual_dtype: str | None = None
+    max_abs_diff: float | None = None
+    mean_abs_diff: float | None = None
+    max_rel_diff: float | None = None
+    mismatched: int | None = None  # elements failing |a - e| <= atol + rtol * |e|
+    numel: int | None = None
+    mismatch_fraction: float | None = None
+    first_mismatches: list[dict] = field(default_factory=list)  # [{"index": [..], "expected": x, "actual": y}]
+    nan_expected: int = 0
+    nan_actual: int = 0
+    inf_expected: int = 0
+    inf_actual: int = 0
+    problem: str | None = None  # "shape", "dtype", "values", "type" (not a tensor), or None when passed
+
+
+@dataclass
+class CorrectnessInfo:
+    """KernelBench-parity correctness: `trials` fresh inputs, `torch.allclose(atol, rtol)` on each."""
+
+    trials: int = 0
+    passed: int = 0
+    atol: float | None = None
+    rtol: float | None = None
+    seed: int | None = None
+    results: list[TrialResult] = field(default_factory=list)
+    seconds: float | None = None
+
+
+@dataclass
+class TimingStats:
+    """Per-call times of one model, in milliseconds."""
+
+    mean_ms: float
+    median_ms: float
+    std_ms: float
+    min_ms: float
+    max_ms: float
+    trials: int
+
+
+@dataclass
+class TimingInfo:
+    """How fast the candidate ran against the reference, timed in the same child with the same method.
+
+    `reference`/`candidate` use `method` (KernelBench parity: CUDA events around each synchronized call,
+    L2 flushed before each, mean compared). `device_*` use `device_method`, a figure without host launch
+    latency in the window (see the evaluator's timing module).
+    """
+
+    method: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)
+    reference: TimingStats | None = None
+    candidate: TimingStats | None = None
+    speedup: float | None = None  # reference.mean_ms / candidate.mean_ms
+    device_method: str | None = None
+    device_reference: TimingStats | None = None
+    device_candidate: TimingStats | None = None
+    device_speedup: float | None = None
+    compile_reference: TimingStats | None = None  # torch.compile(Model), when asked for
+    compile_speedup: float | None = None  # compile_reference.mean_ms / candidate.mean_ms
+    seconds: float | None = None
+
+
+@dataclass
+class KernelRow:
+    name: str
+    calls: int
+    total_us: float
+    avg_us: float
+    share: float  # fraction of GPU kernel time in one forward
+    custom: bool  # True unless it is an aten/cuBLAS/cuDNN/... library kernel
+
+
+@dataclass
+class ProfileInfo:
+    """The GPU kernels that ran in one forward of the candidate (torch.profiler)."""
+
+    kernels: list[KernelRow] = field(default_factory=list)
+    total_us: float = 0.0
+    custom_kernel_ran: bool | None = None
+    custom_share: float | None = None  # fraction of GPU kernel time spent in custom kernels
+
+
+@dataclass
+class HardwareInfo:
+    device: str = "cpu"
+    gpu_name: str | None = None
+    compute_capability: str | None = None  # "9.0"
+    arch_list: str | None = None  # the TORCH_CUDA_ARCH_LIST the build used
+    driver: str | None = None
+    cuda: str | None = None
+    torch: str | None = None
+    triton: str | None = None
+    python: str | None = None
+    precision: str | None = None
+    l2_bytes: int | None = None
+    sm_count: int | None = None
+
+
+@dataclass
+class EvalResult:
+    """Everything one evaluation produced. `status` and `message` are the verdict and what to do about it."""
+
+    status: Status
+    message: str = ""
+    problem: dict[str, Any] = field(default_factory=dict)  # level, problem_id, name
+    backend: str | None = None
+    device: str | None = None
+    precision: str | None = None
+    speedup: float | None = None  # KernelBench parity: reference mean ms / candidate mean ms
+    runtime_ms: float | None = None  # candidate mean
+    ref_runtime_ms: float | None = None  # reference mean
+    compile: CompileInfo = field(default_factory=CompileInfo)
+    correctness: CorrectnessInfo = field(default_factory=CorrectnessInfo)
+    timing: TimingInfo = field(default_factory=TimingInfo)
+    profile: ProfileInfo | None = None
+    hardware: HardwareInfo = field(default_factory=HardwareInfo)
+    stages: dict[str, float] = field(default_factory=dict)  # wall seconds per stage, seen by the parent
+    stdout: str = ""  # the candidate's output, truncated
+    stderr: str = ""
+    strict: dict[str, Any] | None = None  # strict-mode checks and verdict, when strict mode ran
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def correct(self) -> bool:
+        return self.status == Status.CORRECT
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["status"] = str(self.status)
+        return d
+
+    def to_json(self, **kw) -> str:
+        return json.dumps(self.to_dict(), **kw)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EvalResult:
+        return _build(cls, d)
+
+    @classmethod
+    def from_json(cls, text: str) -> EvalResult:
+        return cls.from_dict(json.loads(text))
+
+
+def _build(tp: Any, value: Any) -> Any:
+    """Rebuild a (possibly nested, possibly Optional/list-typed) dataclass value from plain JSON data."""
+    if value is None:
+        return None
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _build(inner[0], value) if len(inner) == 1 else value
+    if origin is list:
+        (item,) = typing.get_args(tp) or (Any,)
+        return [_build(item, v) for v in value]
+    if isinstance(tp, type) and issubclass(tp, Enum):
+        return tp(value)
+    if dataclasses.is_dataclass(tp):
+        hints = typing.get_type_hints(tp)
+        known = {f.name for f in dataclasses.fields(tp)}
+        return tp(**{k: _build(hints[k], v) for k, v in value.items() if k in known})
+    return value

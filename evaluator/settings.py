@@ -1,0 +1,85 @@
+"""`EvalSettings`: everything that decides how a candidate is evaluated. Recorded with every result."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+# KernelBench's tolerances (src/eval.py, `get_tolerance_for_precision`): fp32 1e-4; fp16 and bf16 1e-2.
+TOLERANCES = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}
+PRECISIONS = tuple(TOLERANCES)
+BACKENDS = ("auto", "cuda", "triton")
+
+
+@dataclass
+class StageLimits:
+    """Wall-clock limits in seconds per stage; past one, the child's whole process group is killed."""
+
+    start_s: float = 60.0  # spawning the child and importing torch
+    build_s: float = 300.0  # importing the candidate (CUDA extensions build here) and constructing both models
+    correctness_s: float = 120.0  # all correctness trials (Triton kernels compile on first launch here)
+    timing_s: float = 300.0  # timing reference and candidate, and profiling
+
+
+@dataclass
+class EvalSettings:
+    """How to evaluate one candidate. Defaults follow KernelBench (src/eval.py) where it has one.
+
+    Attributes:
+        backend: "auto" (tell CUDA from Triton by the source), "cuda" or "triton".
+        device: "cuda" (the default) or "cpu" (Triton under the interpreter; no timing figures
+            comparable with anything).
+        precision: "fp32" (KernelBench's default), "fp16" or "bf16": floating-point inputs and both
+            models are cast to it; integer inputs keep their dtype.
+        correctness_trials: KernelBench's 5.
+        seed: KernelBench's 42, set before constructing each model and to draw the trial seeds.
+        atol, rtol: None means KernelBench's tolerance for the precision (`TOLERANCES`).
+        warmup: untimed calls before timing (KernelBench 3).
+        discard: timed calls thrown away after warm-up (the first timed call can pay lazy init).
+        timed_trials: KernelBench's 100.
+        flush_l2: write a buffer larger than L2 before every timed call.
+        device_timing: also report the launch-latency-free device-time figure.
+        baseline_compile: also time `torch.compile(Model)` and report that speedup.
+        profile: profile one forward of a correct candidate (torch.profiler).
+        limits: per-stage wall-clock limits.
+        max_output_chars: the candidate's stdout/stderr are truncated to this many characters.
+    """
+
+    backend: str = "auto"
+    device: str = "cuda"
+    precision: str = "fp32"
+    correctness_trials: int = 5
+    seed: int = 42
+    atol: float | None = None
+    rtol: float | None = None
+    warmup: int = 3
+    discard: int = 1
+    timed_trials: int = 100
+    flush_l2: bool = True
+    device_timing: bool = True
+    baseline_compile: bool = False
+    profile: bool = True
+    limits: StageLimits = field(default_factory=StageLimits)
+    max_output_chars: int = 4000
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ValueError(f"unknown backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"unknown precision {self.precision!r}; choose one of {', '.join(PRECISIONS)}")
+        if self.device not in ("cuda", "cpu") and not self.device.startswith("cuda:"):
+            raise ValueError(f"unknown device {self.device!r}; choose cuda, cuda:N or cpu")
+        if isinstance(self.limits, dict):
+            self.limits = StageLimits(**self.limits)
+
+    @property
+    def tolerance(self) -> tuple[float, float]:
+        """(atol, rtol) in force."""
+        t = TOLERANCES[self.precision]
+        return (self.atol if self.atol is not None else t, self.rtol if self.rtol is not None else t)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> EvalSettings:
+        return cls(**d)
