@@ -48,9 +48,11 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 
 def _expected_errors() -> tuple[type[Exception], ...]:
+    from agent.report import ReportError
+    from agent.store import StoreError
     from problems import ProblemError
 
-    return (ProblemError, UsageError)
+    return (ProblemError, UsageError, StoreError, ReportError)
 
 
 def _version_callback(value: bool) -> None:
@@ -103,6 +105,87 @@ def problems_show(
         out.print(Syntax(p.code, "python", line_numbers=False))
     else:
         sys.stdout.write(p.code if p.code.endswith("\n") else p.code + "\n")
+
+
+# ---------------------------------------------------------------- the store: report, runs
+
+runs_app = typer.Typer(
+    help="List the runs in the trajectory store and show one turn by turn.", no_args_is_help=True
+)
+app.add_typer(runs_app, name="runs")
+
+DbOpt = Annotated[
+    str | None,
+    typer.Option("--db", envvar="KB_DB", help="Trajectory store (SQLite). Default: runs/kb.sqlite."),
+]
+
+
+def _print_blocks(renderables: list, text: str) -> None:
+    """Rich renderables on a terminal, the plain-text rendering when piped."""
+    if out.is_terminal:
+        for r in renderables:
+            out.print(r)
+    else:
+        sys.stdout.write(text)
+
+
+@app.command("report")
+def report_cmd(
+    runs: Annotated[
+        list[str] | None, typer.Argument(help="Run ids or names. Default: the latest run.")
+    ] = None,
+    db: DbOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    by_turn: Annotated[
+        bool, typer.Option("--by-turn", help="Add fast_p of the best turn up to k, per k.")
+    ] = False,
+) -> None:
+    """Best-of-trajectory fast_p per run, with denominators, level and GPU."""
+    import json
+
+    from agent import report
+    from agent.store import Store
+
+    with Store(db, create=False) as store:
+        rep = report.build_report(store, runs, by_turn=by_turn)
+    if as_json:
+        sys.stdout.write(json.dumps(rep, indent=2) + "\n")
+    else:
+        _print_blocks(report.report_renderables(rep), report.render_report_text(rep))
+
+
+@runs_app.command("list")
+def runs_list(db: DbOpt = None) -> None:
+    """List the runs: id, name, created, model, problems, status."""
+    from agent import report
+    from agent.store import Store
+
+    with Store(db, create=False) as store:
+        rows = report.list_runs(store)
+    _print_blocks([report.runs_renderable(rows)], report.render_runs_text(rows))
+
+
+@runs_app.command("show")
+def runs_show(
+    run: Annotated[str, typer.Argument(help="Run id or name.")],
+    problem: Annotated[
+        str | None, typer.Option("--problem", "-p", help="Only this problem: 2/40, 2, toy/relu.")
+    ] = None,
+    sample: Annotated[int | None, typer.Option("--sample", help="Only this sample of each problem.")] = None,
+    code: Annotated[int | None, typer.Option("--code", help="Print the code extracted at turn N.")] = None,
+    db: DbOpt = None,
+) -> None:
+    """Show a run turn by turn (status, speedup, tokens, cost), or one turn's extracted code."""
+    from agent import report
+    from agent.store import Store
+
+    with Store(db, create=False) as store:
+        if code is not None:
+            src = report.turn_code(store, run, code, problem, sample)
+            sys.stdout.write(src if src.endswith("\n") else src + "\n")
+            return
+        shown = report.show_run(store, run, problem, sample)
+    _print_blocks(report.show_renderables(shown), report.render_show_text(shown))
 
 
 def main() -> None:

@@ -1,0 +1,645 @@
+"""The trajectory store: runs, trajectories and turns in one SQLite file (sqlite-utils, WAL mode).
+
+Layout: a run is one `kb-agent solve` invocation; a trajectory is one (problem, sample) inside a run; a
+turn is one model call plus the evaluation of the candidate it returned. Plain columns hold what people
+filter on (run, model, level, problem, turn, status, speedup, tokens, cost); JSON text beside them holds
+the rest (the solve config, the messages sent, the full `EvalResult`).
+
+The schema is a list of numbered migrations (`m001_initial`, `m002_...`) applied on every open and
+recorded in the `_migrations` table. Every write is its own transaction, committed before the method
+returns, so a process killed between two calls loses nothing it wrote; WAL mode lets another process
+read while one writes.
+
+Resume contract (what the agent loop relies on):
+    - a turn row with a `response` but no `status` holds a reply that must be evaluated, not re-asked;
+    - a turn row with neither was cut off before the model answered: `start_turn` on the same index
+      re-uses the row and the model is asked again.
+
+Imports nothing heavy (no torch, no litellm).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import secrets
+import sqlite3
+from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
+from enum import Enum
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from sqlite_utils import Database
+
+from problems.problem import Problem
+
+log = logging.getLogger(__name__)
+
+DB_ENV = "KB_DB"
+DEFAULT_DB = Path("runs") / "kb.sqlite"
+
+RUN_STATUSES = ("running", "finished", "interrupted", "failed")
+OUTCOMES = ("turn_budget", "token_budget", "cost_budget", "model_error", "interrupted", "error")
+EVAL_STATUSES = ("compile_error", "runtime_error", "timeout", "incorrect", "rejected", "correct")
+TURN_STATUSES = (*EVAL_STATUSES, "no_code", "model_error")
+
+# JSON text columns, decoded on the way out
+_JSON_COLUMNS = {
+    "runs": ("config", "hardware", "versions"),
+    "trajectories": ("problem_json",),
+    "turns": ("messages", "eval_json", "llm_json"),
+}
+# the packages whose versions a run records by default (read from metadata; nothing is imported)
+VERSIONED_PACKAGES = ("kb-agent", "torch", "triton", "litellm", "openai", "anthropic", "sqlite-utils")
+
+
+class StoreError(Exception):
+    """A store request that cannot be met (unknown run, duplicate name, no database); the message is
+    one line that says what to do."""
+
+
+# ---------------------------------------------------------------- migrations
+
+
+def m001_initial(db: Database) -> None:
+    """The three tables: runs, trajectories (one per problem and sample), turns (one per model call)."""
+    db["runs"].create(
+        {
+            "id": str,  # time-sortable: r-20261130T051200-3f2a
+            "name": str,
+            "created": str,  # ISO 8601, UTC
+            "status": str,  # RUN_STATUSES
+            "config": str,  # JSON: the full solve config
+            "model": str,
+            "backend": str,
+            "precision": str,
+            "gpu": str,  # NULL until the first evaluation reports the hardware
+            "hardware": str,  # JSON
+            "versions": str,  # JSON: package -> version
+        },
+        pk="id",
+        not_null=["name", "created", "status"],
+    )
+    db["runs"].create_index(["name"], unique=True)
+    db["trajectories"].create(
+        {
+            "id": int,
+            "run_id": str,
+            "level": int,  # 0 = toy, NULL = loose file
+            "problem_id": int,
+            "problem_name": str,
+            "problem_key": str,  # "2/40", "toy/relu", or the file name
+            "problem_json": str,  # JSON: the full Problem, reference source included
+            "sample": int,
+            "outcome": str,  # NULL while unfinished, else OUTCOMES
+            "best_turn": int,
+            "best_speedup": float,
+            "created": str,
+            "finished": str,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id")],
+        not_null=["run_id", "problem_key", "problem_json", "sample", "created"],
+    )
+    db["turns"].create(
+        {
+            "id": int,
+            "trajectory_id": int,
+            "idx": int,  # 1-based
+            "messages": str,  # JSON: the messages sent to the model
+            "response": str,  # raw model text; NULL until it arrives
+            "code": str,  # the extracted candidate; NULL if none
+            "status": str,  # NULL until evaluated, else TURN_STATUSES
+            "correct": int,  # 0/1
+            "runtime_ms": float,  # candidate mean
+            "ref_runtime_ms": float,  # reference mean
+            "speedup": float,  # ref_runtime_ms / runtime_ms
+            "eval_json": str,  # JSON: the full EvalResult
+            "feedback": str,  # rendered for the next turn
+            "tokens_in": int,
+            "tokens_out": int,
+            "cost_usd": float,
+            "latency_s": float,
+            "model_answered": str,  # the model name the provider reported
+            "finish_reason": str,
+            "llm_json": str,  # JSON: anything else recorded about the call
+            "created": str,
+            "responded_at": str,
+            "evaluated_at": str,
+        },
+        pk="id",
+        foreign_keys=[("trajectory_id", "trajectories", "id")],
+        not_null=["trajectory_id", "idx", "messages", "created"],
+    )
+    db["turns"].create_index(["trajectory_id", "idx"], unique=True)
+
+
+def m002_trajectory_indexes(db: Database) -> None:
+    """Indexes for the queries reports and resume run: a run's trajectories (one per problem and
+    sample, which the index also enforces) and runs by creation time (`report` with no run = latest)."""
+    db["trajectories"].create_index(["run_id", "problem_key", "sample"], unique=True)
+    db["runs"].create_index(["created"])
+
+
+def m003_run_finished(db: Database) -> None:
+    """`runs.finished`: when the run left the `running` status (ISO UTC), so reports can give wall time."""
+    db["runs"].add_column("finished", str)
+
+
+MIGRATIONS: tuple[Callable[[Database], None], ...] = (
+    m001_initial,
+    m002_trajectory_indexes,
+    m003_run_finished,
+)
+
+
+def migrate(db: Database, migrations: tuple[Callable[[Database], None], ...] = MIGRATIONS) -> list[str]:
+    """Apply the migrations not yet recorded in `_migrations`, in order; return the names applied.
+
+    Each migration and its record commit together under `BEGIN IMMEDIATE`: a failing migration leaves
+    the database as the previous one left it, and two processes opening a fresh database at once do
+    not both apply a migration (the second waits for the lock, then finds it recorded).
+    """
+    conn = db.conn
+    db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+    applied = []
+    for fn in migrations:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if conn.execute("SELECT 1 FROM _migrations WHERE name = ?", (fn.__name__,)).fetchone() is None:
+                fn(db)
+                conn.execute(
+                    "INSERT INTO _migrations (name, applied_at) VALUES (?, ?)", (fn.__name__, _now())
+                )
+                applied.append(fn.__name__)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+    return applied
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _now() -> str:
+    """The current time, ISO 8601 in UTC with microseconds (sorts as text)."""
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def _json_default(o: Any) -> Any:
+    if dataclasses.is_dataclass(o) and not isinstance(o, type):
+        return dataclasses.asdict(o)
+    if isinstance(o, Enum):
+        return o.value
+    if isinstance(o, Path):
+        return str(o)
+    if isinstance(o, (set, frozenset)):
+        return sorted(o, key=str)
+    if hasattr(o, "to_dict"):
+        return o.to_dict()
+    return str(o)
+
+
+def _dumps(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, default=_json_default)
+
+
+def _decode(table: str, row: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(row)
+    for col in _JSON_COLUMNS[table]:
+        if out.get(col) is not None:
+            out[col] = json.loads(out[col])
+    return out
+
+
+def default_db_path() -> Path:
+    """The store path when none is given: `$KB_DB`, else `runs/kb.sqlite` relative to the working directory."""
+    return Path(os.environ.get(DB_ENV) or DEFAULT_DB)
+
+
+def package_versions(packages: tuple[str, ...] = VERSIONED_PACKAGES) -> dict[str, str | None]:
+    """Installed versions of `packages` from their metadata (None when absent); imports none of them."""
+    out: dict[str, str | None] = {}
+    for name in packages:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def _new_run_id(created: datetime) -> str:
+    return f"r-{created.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(2)}"
+
+
+# ---------------------------------------------------------------- the store
+
+
+class Store:
+    """One SQLite trajectory store. Open it, write through its methods, `close()` it (or use `with`).
+
+    Args:
+        path: the database file; default `$KB_DB`, else `runs/kb.sqlite` under the working directory.
+        create: make the file (and its folder) when missing; with False a missing file raises StoreError,
+            which suits commands that only read.
+        timeout_s: how long a write waits for another process's write lock before failing, in seconds.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike | None = None, *, create: bool = True, timeout_s: float = 30.0
+    ):
+        self.path = Path(path) if path is not None else default_db_path()
+        if not self.path.exists():
+            if not create:
+                raise StoreError(
+                    f"no trajectory store at {self.path}; `kb-agent solve` creates one, "
+                    f"or point --db / {DB_ENV} at an existing file"
+                )
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(str(self.path), timeout=timeout_s)
+        self.db = Database(conn)
+        self.db.enable_wal()
+        self.db.execute("PRAGMA foreign_keys = ON")
+        applied = migrate(self.db)
+        if applied:
+            log.info("store %s: applied migrations %s", self.path, ", ".join(applied))
+
+    # -- lifecycle
+
+    def close(self) -> None:
+        """Close the connection. Everything written is already committed."""
+        self.db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def applied_migrations(self) -> list[str]:
+        """Names of the migrations recorded in this database, in the order they were applied."""
+        return [r["name"] for r in self.db.query("SELECT name FROM _migrations ORDER BY rowid")]
+
+    # -- runs
+
+    def create_run(
+        self,
+        name: str | None,
+        config: Any,
+        model: str,
+        backend: str,
+        precision: str,
+        versions: Mapping[str, str | None] | None = None,
+    ) -> str:
+        """Record a new run with status `running`; return its id (time-sortable, e.g. `r-20261130T051200-3f2a`).
+
+        Args:
+            name: unique, readable name; None gives `<model>-<YYYYMMDD-HHMMSS>`.
+            config: the full solve config, a dict or a dataclass; stored as JSON.
+            model: the model string as passed to the LLM client, e.g. `openai/gpt-4o`.
+            backend: `cuda` or `triton`.
+            precision: e.g. `fp32`; reports refuse to pool runs of different precisions.
+            versions: package -> version; None records `package_versions()`.
+
+        Raises:
+            StoreError: `name` is taken.
+        """
+        created_dt = datetime.now(timezone.utc)
+        if name is None:
+            base = f"{model.rsplit('/', 1)[-1]}-{created_dt.strftime('%Y%m%d-%H%M%S')}"
+            name, n = base, 1
+            while self._run_row("name", name) is not None:
+                n += 1
+                name = f"{base}-{n}"
+        elif self._run_row("name", name) is not None:
+            raise StoreError(f"a run named {name!r} already exists; choose another name")
+        row = {
+            "name": name,
+            "created": created_dt.isoformat(timespec="microseconds"),
+            "status": "running",
+            "config": _dumps(config),
+            "model": model,
+            "backend": backend,
+            "precision": precision,
+            "gpu": None,
+            "hardware": None,
+            "versions": _dumps(dict(versions) if versions is not None else package_versions()),
+        }
+        for _ in range(100):  # same second and same 16 random bits: draw again
+            run_id = _new_run_id(created_dt)
+            if self._run_row("id", run_id) is None:
+                break
+        self.db["runs"].insert({"id": run_id, **row})
+        return run_id
+
+    def set_run_hardware(self, run_id: str, hardware: Mapping[str, Any]) -> None:
+        """Record the hardware the run's candidates were evaluated on (an `EvalResult.hardware` dict);
+        fills the `gpu` column from `hardware["gpu_name"]`."""
+        self._update("runs", run_id, {"hardware": _dumps(dict(hardware)), "gpu": hardware.get("gpu_name")})
+
+    def set_run_status(self, run_id: str, status: str) -> None:
+        """Set the run's status (one of RUN_STATUSES); leaving `running` also stamps `finished` (ISO UTC)."""
+        if status not in RUN_STATUSES:
+            raise ValueError(f"run status {status!r} is not one of {', '.join(RUN_STATUSES)}")
+        self._update("runs", run_id, {"status": status, "finished": None if status == "running" else _now()})
+
+    def get_run(self, ref: str) -> dict[str, Any]:
+        """The run whose id or name is `ref`, JSON columns decoded.
+
+        Raises:
+            StoreError: no such run.
+        """
+        row = self._run_row("id", ref) or self._run_row("name", ref)
+        if row is None:
+            raise StoreError(f"no run {ref!r} in {self.path}; `kb-agent runs list` shows the runs")
+        return _decode("runs", row)
+
+    def latest_run(self) -> dict[str, Any]:
+        """The most recently created run.
+
+        Raises:
+            StoreError: the store has no runs.
+        """
+        rows = list(self.db.query("SELECT * FROM runs ORDER BY created DESC, rowid DESC LIMIT 1"))
+        if not rows:
+            raise StoreError(f"no runs in {self.path}; `kb-agent solve` creates one")
+        return _decode("runs", rows[0])
+
+    def list_runs(self) -> list[dict[str, Any]]:
+        """All runs, oldest first, JSON columns decoded, with counts: `problems` (distinct problem keys)
+        and `trajectories`."""
+        sql = """
+            SELECT runs.*,
+                   (SELECT count(DISTINCT problem_key) FROM trajectories t WHERE t.run_id = runs.id) AS problems,
+                   (SELECT count(*) FROM trajectories t WHERE t.run_id = runs.id) AS trajectories
+            FROM runs ORDER BY created, rowid
+        """
+        return [_decode("runs", r) for r in self.db.query(sql)]
+
+    # -- trajectories
+
+    def create_trajectory(self, run_id: str, problem: Problem, sample: int = 0) -> int:
+        """Record a trajectory for one (problem, sample) of a run; return its id.
+
+        The full problem is stored, so a resumed run needs no dataset.
+
+        Raises:
+            StoreError: the run already has this (problem, sample).
+        """
+        self.get_run(run_id)
+        existing = self._one(
+            "SELECT id FROM trajectories WHERE run_id = ? AND problem_key = ? AND sample = ?",
+            (run_id, problem.key, sample),
+        )
+        if existing is not None:
+            raise StoreError(
+                f"run {run_id} already has a trajectory for {problem.key} sample {sample} "
+                f"(id {existing['id']}); resume it instead"
+            )
+        table = self.db["trajectories"].insert(
+            {
+                "run_id": run_id,
+                "level": problem.level,
+                "problem_id": problem.problem_id,
+                "problem_name": problem.name,
+                "problem_key": problem.key,
+                "problem_json": _dumps(problem.to_dict()),
+                "sample": sample,
+                "outcome": None,
+                "best_turn": None,
+                "best_speedup": None,
+                "created": _now(),
+                "finished": None,
+            }
+        )
+        return int(table.last_pk)
+
+    def get_trajectory(self, traj_id: int) -> dict[str, Any]:
+        """One trajectory row, `problem_json` decoded.
+
+        Raises:
+            StoreError: no such trajectory.
+        """
+        row = self._one("SELECT * FROM trajectories WHERE id = ?", (traj_id,))
+        if row is None:
+            raise StoreError(f"no trajectory {traj_id} in {self.path}")
+        return _decode("trajectories", row)
+
+    def trajectories(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's trajectories in creation order, `problem_json` decoded."""
+        rows = self.db.query("SELECT * FROM trajectories WHERE run_id = ? ORDER BY id", (run_id,))
+        return [_decode("trajectories", r) for r in rows]
+
+    def unfinished_trajectories(self, run_id: str) -> list[dict[str, Any]]:
+        """The trajectories a resumed run continues: no outcome yet, or ended by an interrupt (the user
+        stopped it; no budget was spent). Creation order, `problem_json` decoded."""
+        rows = self.db.query(
+            "SELECT * FROM trajectories WHERE run_id = ? AND (outcome IS NULL OR outcome = 'interrupted') "
+            "ORDER BY id",
+            (run_id,),
+        )
+        return [_decode("trajectories", r) for r in rows]
+
+    def finish_trajectory(self, traj_id: int, outcome: str) -> None:
+        """End a trajectory with a named outcome (one of OUTCOMES) and record its best correct turn:
+        `best_speedup` is the highest speedup (reference time / candidate time) among correct turns,
+        `best_turn` its index (the earliest on a tie); both NULL when no turn was correct and timed.
+
+        Calling it again (after a resumed trajectory ends) overwrites the outcome.
+        """
+        if outcome not in OUTCOMES:
+            raise ValueError(f"outcome {outcome!r} is not one of {', '.join(OUTCOMES)}")
+        best = self._one(
+            "SELECT idx, speedup FROM turns WHERE trajectory_id = ? AND correct = 1 AND speedup IS NOT NULL "
+            "ORDER BY speedup DESC, idx ASC LIMIT 1",
+            (traj_id,),
+        )
+        self._update(
+            "trajectories",
+            traj_id,
+            {
+                "outcome": outcome,
+                "best_turn": best["idx"] if best else None,
+                "best_speedup": best["speedup"] if best else None,
+                "finished": _now(),
+            },
+        )
+
+    def problem_of(self, traj: Mapping[str, Any] | int) -> Problem:
+        """The `Problem` a trajectory works on (a trajectory dict or its id), rebuilt from the stored JSON."""
+        if not isinstance(traj, Mapping):
+            traj = self.get_trajectory(traj)
+        d = traj["problem_json"]
+        return Problem.from_dict(json.loads(d) if isinstance(d, str) else d)
+
+    # -- turns
+
+    def start_turn(self, traj_id: int, idx: int, messages: list[dict[str, Any]]) -> int:
+        """Record turn `idx` (1-based) with the messages about to be sent, before the model is called;
+        return the turn id.
+
+        If the row exists without a response (the process died while waiting for the model), it is
+        re-used: the messages and `created` are replaced and the same id is returned.
+
+        Raises:
+            StoreError: turn `idx` already has a response (evaluate it; do not ask again).
+        """
+        if idx < 1:
+            raise ValueError(f"turn index {idx} must be 1 or more")
+        existing = self._one(
+            "SELECT id, response FROM turns WHERE trajectory_id = ? AND idx = ?", (traj_id, idx)
+        )
+        if existing is not None:
+            if existing["response"] is not None:
+                raise StoreError(
+                    f"turn {idx} of trajectory {traj_id} already has a response; evaluate it instead of asking again"
+                )
+            self._update("turns", existing["id"], {"messages": _dumps(messages), "created": _now()})
+            return int(existing["id"])
+        table = self.db["turns"].insert(
+            {"trajectory_id": traj_id, "idx": idx, "messages": _dumps(messages), "created": _now()}
+        )
+        return int(table.last_pk)
+
+    def record_response(
+        self,
+        turn_id: int,
+        response: str,
+        *,
+        tokens_in: int | None = None,
+        tokens_out: int | None = None,
+        cost_usd: float | None = None,
+        latency_s: float | None = None,
+        model_answered: str | None = None,
+        finish_reason: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Record the model's reply the moment it arrives.
+
+        Args:
+            response: the raw text.
+            tokens_in / tokens_out: prompt and completion tokens of this call.
+            cost_usd: cost of this call in US dollars (None when the provider's price is unknown).
+            latency_s: wall seconds from request to reply, retries included.
+            model_answered: the model name the provider reported.
+            finish_reason: as the provider reported it (`stop`, `length`, ...).
+            extra: anything else about the call (stored as `llm_json`).
+        """
+        self._update(
+            "turns",
+            turn_id,
+            {
+                "response": response,
+                "tokens_in": tokens_in,
+                "tokens_out": tokens_out,
+                "cost_usd": cost_usd,
+                "latency_s": latency_s,
+                "model_answered": model_answered,
+                "finish_reason": finish_reason,
+                "llm_json": _dumps(dict(extra) if extra is not None else None),
+                "responded_at": _now(),
+            },
+        )
+
+    def record_evaluation(
+        self,
+        turn_id: int,
+        *,
+        code: str | None,
+        status: str,
+        eval_result: Mapping[str, Any] | Any | None,
+        feedback: str | None,
+    ) -> None:
+        """Record what became of the turn's reply.
+
+        Args:
+            code: the extracted candidate source, None when the reply held none.
+            status: an evaluator status (`compile_error`, `runtime_error`, `timeout`, `incorrect`,
+                `rejected`, `correct`), or `no_code`, or `model_error`.
+            eval_result: the `EvalResult` as a dict (or the object itself; its `to_dict()` is used);
+                `correct`, `runtime_ms`, `ref_runtime_ms` (milliseconds) and `speedup` are copied from it.
+            feedback: the text rendered for the next turn.
+        """
+        status = str(status.value if isinstance(status, Enum) else status)
+        if status not in TURN_STATUSES:
+            raise ValueError(f"turn status {status!r} is not one of {', '.join(TURN_STATUSES)}")
+        if eval_result is not None and not isinstance(eval_result, Mapping):
+            eval_result = eval_result.to_dict()
+        er = eval_result or {}
+        self._update(
+            "turns",
+            turn_id,
+            {
+                "code": code,
+                "status": status,
+                "correct": int(status == "correct"),
+                "runtime_ms": er.get("runtime_ms"),
+                "ref_runtime_ms": er.get("ref_runtime_ms"),
+                "speedup": er.get("speedup"),
+                "eval_json": _dumps(dict(eval_result) if eval_result is not None else None),
+                "feedback": feedback,
+                "evaluated_at": _now(),
+            },
+        )
+
+    def turns(self, traj_id: int) -> list[dict[str, Any]]:
+        """A trajectory's turns by index, JSON columns (`messages`, `eval_json`, `llm_json`) decoded."""
+        rows = self.db.query("SELECT * FROM turns WHERE trajectory_id = ? ORDER BY idx", (traj_id,))
+        return [_decode("turns", r) for r in rows]
+
+    def turn(self, traj_id: int, idx: int) -> dict[str, Any] | None:
+        """Turn `idx` of a trajectory, JSON columns decoded; None when there is no such turn."""
+        row = self._one("SELECT * FROM turns WHERE trajectory_id = ? AND idx = ?", (traj_id, idx))
+        return None if row is None else _decode("turns", row)
+
+    def turn_summaries(self, run_id: str) -> list[dict[str, Any]]:
+        """Every turn of a run without the bulky columns (messages, response, code, JSON): trajectory_id,
+        idx, status, correct, speedup, runtime_ms, ref_runtime_ms, tokens_in, tokens_out, cost_usd,
+        latency_s; ordered by trajectory then index. What reports and tables need."""
+        sql = """
+            SELECT turns.trajectory_id, turns.idx, turns.status, turns.correct, turns.speedup,
+                   turns.runtime_ms, turns.ref_runtime_ms, turns.tokens_in, turns.tokens_out,
+                   turns.cost_usd, turns.latency_s, turns.code IS NOT NULL AS has_code
+            FROM turns JOIN trajectories t ON t.id = turns.trajectory_id
+            WHERE t.run_id = ? ORDER BY turns.trajectory_id, turns.idx
+        """
+        return list(self.db.query(sql, (run_id,)))
+
+    # -- internals
+
+    def _one(self, sql: str, params: tuple) -> dict[str, Any] | None:
+        rows = list(self.db.query(sql, params))
+        return rows[0] if rows else None
+
+    def _run_row(self, column: str, value: str) -> dict[str, Any] | None:
+        return self._one(f"SELECT * FROM runs WHERE {column} = ?", (value,))
+
+    def _update(self, table: str, pk: Any, values: dict[str, Any]) -> None:
+        cur = self.db.execute(
+            f"UPDATE {table} SET {', '.join(f'{k} = ?' for k in values)} WHERE id = ?", [*values.values(), pk]
+        )
+        if cur.rowcount != 1:
+            raise StoreError(f"no {table.rstrip('s')} {pk!r} in {self.path}")
+
+
+__all__ = [
+    "DB_ENV",
+    "MIGRATIONS",
+    "OUTCOMES",
+    "RUN_STATUSES",
+    "TURN_STATUSES",
+    "Store",
+    "StoreError",
+    "default_db_path",
+    "m001_initial",
+    "m002_trajectory_indexes",
+    "m003_run_finished",
+    "migrate",
+    "package_versions",
+]

@@ -1,0 +1,210 @@
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from agent.cli import app
+from agent.report import ReportError, build_report, render_report_text, show_run, turn_code
+from agent.store import Store, StoreError
+from problems import Problem
+
+runner = CliRunner()
+
+
+def problem(pid):
+    return Problem(1, pid, f"{pid}_Op", "import torch\n", "hub:ScalingIntelligence/KernelBench")
+
+
+def add_run(store, name, scripts, *, gpu="NVIDIA H100", precision="fp32", outcome="turn_budget", level=1):
+    """One run; `scripts` holds, per problem, a list of (status, speedup) per turn."""
+    rid = store.create_run(name, {"turns": 3}, "openai/gpt-4o", "cuda", precision, {"kb-agent": "0"})
+    if gpu:
+        store.set_run_hardware(rid, {"gpu_name": gpu})
+    for pid, script in enumerate(scripts, start=1):
+        p = Problem(level, pid, f"{pid}_Op", "import torch\n", "test")
+        tid = store.create_trajectory(rid, p, 0)
+        for i, (status, speedup) in enumerate(script, start=1):
+            u = store.start_turn(tid, i, [{"role": "user", "content": "go"}])
+            store.record_response(u, "reply", tokens_in=1000, tokens_out=200, cost_usd=0.02, latency_s=1.0)
+            code = None if status == "no_code" else f"# problem {pid} turn {i}\nclass ModelNew: ...\n"
+            er = None if status == "no_code" else {"status": status, "speedup": speedup}
+            store.record_evaluation(u, code=code, status=status, eval_result=er, feedback="")
+        if outcome:
+            store.finish_trajectory(tid, outcome)
+    store.set_run_status(rid, "finished")
+    return rid
+
+
+# problem 1 reaches 1.6x at turn 3; problem 2 is correct at exactly 1.0x; problem 3 never compiles
+SCRIPTS = [
+    [("incorrect", None), ("correct", 0.9), ("correct", 1.6)],
+    [("correct", 1.0), ("no_code", None)],
+    [("compile_error", None), ("compile_error", None), ("compile_error", None)],
+]
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store(os.environ["KB_DB"])
+    yield s
+    s.close()
+
+
+def fast(section, p):
+    (f,) = [f for f in section["fast_p"] if f["p"] == p]
+    return f
+
+
+def test_report_figures_by_hand(store):
+    add_run(store, "a", SCRIPTS)
+    rep = build_report(store, None, by_turn=True)
+    json.dumps(rep)  # serialisable
+    (s,) = rep["runs"]
+    assert s["run"]["name"] == "a" and s["run"]["gpu"] == "NVIDIA H100" and s["level"] == "1"
+    assert (s["problems"], s["trajectories"], s["turns"], s["max_turn"]) == (3, 3, 8, 3)
+    assert fast(s, 0.0) == {"p": 0.0, "numerator": 2, "denominator": 3, "value": pytest.approx(2 / 3)}
+    assert (fast(s, 1.0)["numerator"], fast(s, 1.5)["numerator"], fast(s, 2.0)["numerator"]) == (1, 1, 0)
+    assert [r["k"] for r in s["by_turn"]] == [1, 2, 3]
+    assert [r["fast_p"][3]["numerator"] for r in s["by_turn"]] == [0, 0, 1]  # fast_1.0 by turn
+    assert s["tokens_in"] == {"total": 8000, "per_problem": pytest.approx(8000 / 3)}
+    assert s["cost_usd"]["total"] == pytest.approx(0.16)
+    assert s["outcomes"] == {"turn_budget": 3}
+    assert s["statuses"] == {"compile_error": 3, "correct": 3, "incorrect": 1, "no_code": 1}
+
+
+def test_text_report_prints_denominator_level_and_gpu(store):
+    add_run(store, "a", SCRIPTS)
+    text = render_report_text(build_report(store, ["a"], by_turn=True))
+    assert "fast_1.0 = 0.333 (1/3)" in text
+    assert "fast_0.0 = 0.667 (2/3)" in text
+    assert "level: 1" in text and "GPU: NVIDIA H100" in text
+    assert "0.333 (1/3)" in text.split("fast_p by turn k")[1]
+
+
+def test_unknown_gpu_is_said_so(store):
+    add_run(store, "nogpu", SCRIPTS[:1], gpu=None)
+    assert "GPU: unknown" in render_report_text(build_report(store, ["nogpu"], False))
+
+
+def test_unfinished_and_unstarted_trajectories(store):
+    rid = add_run(store, "cut", SCRIPTS[:1], outcome=None)
+    store.create_trajectory(rid, problem(9), 0)  # created, never started
+    (s,) = build_report(store, ["cut"], False)["runs"]
+    assert (s["trajectories"], s["not_started"], s["outcomes"]) == (1, 1, {"unfinished": 1})
+    assert fast(s, 1.0)["denominator"] == 1
+
+
+def test_several_runs_get_their_own_sections_and_a_comparison(store):
+    add_run(store, "a", SCRIPTS)
+    add_run(store, "b", SCRIPTS[:2], level=2)
+    rep = build_report(store, ["a", "b", "a"], False)
+    assert [s["run"]["name"] for s in rep["runs"]] == ["a", "b"]
+    assert [fast(s, 0.0)["denominator"] for s in rep["runs"]] == [3, 2]
+    text = render_report_text(rep)
+    assert "comparison (GPU: NVIDIA H100, precision: fp32)" in text
+
+
+@pytest.mark.parametrize("kw", [{"gpu": "NVIDIA A100"}, {"precision": "bf16"}, {"gpu": None}])
+def test_report_refuses_to_pool_mixed_gpus_or_precisions(store, kw):
+    add_run(store, "a", SCRIPTS)
+    add_run(store, "b", SCRIPTS, **kw)
+    with pytest.raises(ReportError) as e:
+        build_report(store, ["a", "b"], False)
+    assert "\n" not in str(e.value) and "one at a time" in str(e.value)
+    build_report(store, ["b"], False)  # alone it is fine
+
+
+def test_report_latest_run_by_default(store):
+    add_run(store, "first", SCRIPTS)
+    add_run(store, "second", SCRIPTS[:1])
+    assert build_report(store)["runs"][0]["run"]["name"] == "second"
+
+
+def test_show_run_and_turn_code(store):
+    add_run(store, "a", SCRIPTS)
+    shown = show_run(store, "a", problem="1/1")
+    (t,) = shown["trajectories"]
+    assert (t["problem_key"], t["best_turn"], t["best_speedup"]) == ("1/1", 3, 1.6)
+    assert [x["status"] for x in t["turns"]] == ["incorrect", "correct", "correct"]
+    assert len(show_run(store, "a", problem="1")["trajectories"]) == 3
+    assert turn_code(store, "a", 3, problem="1_Op") == "# problem 1 turn 3\nclass ModelNew: ...\n"
+    with pytest.raises(ReportError, match="needs one trajectory"):
+        turn_code(store, "a", 1)
+    with pytest.raises(ReportError, match="no extracted code"):
+        turn_code(store, "a", 2, problem="1/2")
+    with pytest.raises(ReportError, match="its turns are 1-2"):
+        turn_code(store, "a", 7, problem="1/2")
+    with pytest.raises(ReportError, match="its problems: 1/1, 1/2, 1/3"):
+        show_run(store, "a", problem="4/1")
+
+
+# ---------------------------------------------------------------- the CLI
+
+
+def test_cli_report_plain_when_piped(store):
+    add_run(store, "a", SCRIPTS)
+    r = runner.invoke(app, ["report", "--by-turn"])
+    assert r.exit_code == 0, r.output
+    assert "fast_1.0 = 0.333 (1/3)" in r.output and "GPU: NVIDIA H100" in r.output
+    assert "fast_p by turn k" in r.output
+
+
+def test_cli_report_json_and_db_option(store, tmp_path):
+    add_run(store, "a", SCRIPTS)
+    r = runner.invoke(app, ["report", "a", "--json", "--db", os.environ["KB_DB"]], env={"KB_DB": ""})
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.output)
+    assert rep["runs"][0]["fast_p"][3]["numerator"] == 1
+
+
+def test_cli_runs_list_and_show(store):
+    rid = add_run(store, "a", SCRIPTS)
+    r = runner.invoke(app, ["runs", "list"])
+    assert r.exit_code == 0, r.output
+    header, row = r.output.splitlines()
+    assert header.split() == ["id", "name", "created", "model", "problems", "status"]
+    assert row.split()[:2] == [rid, "a"] and row.split()[-2:] == ["3", "finished"]
+    r = runner.invoke(app, ["runs", "show", "a", "--problem", "1/1"])
+    assert r.exit_code == 0, r.output
+    assert "best 1.60x at turn 3" in r.output and "1.60x" in r.output
+    assert "$0.0200" in r.output
+
+
+def test_cli_runs_show_code_prints_the_extracted_code(store):
+    add_run(store, "a", SCRIPTS)
+    r = runner.invoke(app, ["runs", "show", "a", "--problem", "1/1", "--code", "2"])
+    assert r.exit_code == 0, r.output
+    assert r.output == "# problem 1 turn 2\nclass ModelNew: ...\n"
+
+
+def test_cli_errors_are_store_and_report_errors(store):
+    r = runner.invoke(app, ["report", "nope"])
+    assert isinstance(r.exception, StoreError)
+    add_run(store, "a", SCRIPTS)
+    add_run(store, "b", SCRIPTS, precision="fp16")
+    r = runner.invoke(app, ["report", "a", "b"])
+    assert isinstance(r.exception, ReportError)
+
+
+def _kb_agent(*args, env_db):
+    env = {**os.environ, "KB_DB": str(env_db)}
+    code = "from agent.cli import main; main()"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env)
+
+
+def test_cli_unknown_run_is_one_line_and_exit_2(store):
+    add_run(store, "a", SCRIPTS[:1])
+    r = _kb_agent("runs", "show", "nope", env_db=store.path)
+    assert r.returncode == 2
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("error: no run 'nope'") and "kb-agent runs list" in line
+
+
+def test_cli_missing_database_is_exit_2_and_creates_nothing(tmp_path):
+    missing = tmp_path / "none" / "kb.sqlite"
+    r = _kb_agent("report", env_db=missing)
+    assert r.returncode == 2 and "no trajectory store" in r.stderr
+    assert not missing.parent.exists()

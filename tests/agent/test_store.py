@@ -1,0 +1,315 @@
+import os
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+from sqlite_utils import Database
+
+from agent.store import MIGRATIONS, Store, StoreError, default_db_path, m001_initial, migrate
+from problems import Problem
+
+RELU = Problem(0, 1, "relu", "class Model: ...\ndef get_inputs(): ...\ndef get_init_inputs(): ...\n", "toy")
+MATMUL = Problem(
+    2, 40, "40_Matmul_Scaling_ResidualAdd", "import torch\n", "hub:ScalingIntelligence/KernelBench"
+)
+MESSAGES = [{"role": "system", "content": "write kernels"}, {"role": "user", "content": "make it fast"}]
+
+
+def eval_dict(status, speedup=None, runtime_ms=None, ref_runtime_ms=None):
+    return {
+        "status": status,
+        "message": "",
+        "speedup": speedup,
+        "runtime_ms": runtime_ms,
+        "ref_runtime_ms": ref_runtime_ms,
+        "hardware": {"gpu_name": "NVIDIA H100"},
+    }
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store(tmp_path / "kb.sqlite")
+    yield s
+    s.close()
+
+
+def test_path_defaults_to_env_and_parent_is_created(tmp_path, monkeypatch):
+    target = tmp_path / "deep" / "er" / "kb.sqlite"
+    monkeypatch.setenv("KB_DB", str(target))
+    assert default_db_path() == target
+    with Store() as s:
+        assert s.path == target
+    assert target.is_file()
+    monkeypatch.delenv("KB_DB")
+    assert str(default_db_path()) == os.path.join("runs", "kb.sqlite")
+
+
+def test_read_only_open_of_a_missing_file_says_what_to_do(tmp_path):
+    with pytest.raises(StoreError, match="kb-agent solve"):
+        Store(tmp_path / "nope.sqlite", create=False)
+    assert not (tmp_path / "nope.sqlite").exists()
+
+
+def test_fresh_database_has_every_migration_and_wal(store):
+    assert store.applied_migrations() == [m.__name__ for m in MIGRATIONS]
+    assert store.db.journal_mode == "wal"
+    assert {"runs", "trajectories", "turns", "_migrations"} <= set(store.db.table_names())
+    assert "finished" in store.db["runs"].columns_dict
+    applied_at = [r["applied_at"] for r in store.db.query("SELECT applied_at FROM _migrations")]
+    assert all(a.endswith("+00:00") for a in applied_at)
+
+
+def test_reopening_applies_nothing_twice(tmp_path):
+    Store(tmp_path / "kb.sqlite").close()
+    with Store(tmp_path / "kb.sqlite") as s:
+        assert migrate(s.db) == []
+        assert len(s.applied_migrations()) == len(MIGRATIONS)
+
+
+def test_database_at_m001_only_moves_forward_keeping_its_rows(tmp_path):
+    path = tmp_path / "old.sqlite"
+    db = Database(path)
+    assert migrate(db, (m001_initial,)) == ["m001_initial"]
+    db["runs"].insert(
+        {"id": "r-1", "name": "old", "created": "2026-01-01T00:00:00+00:00", "status": "finished"}
+    )
+    db["trajectories"].insert_all(
+        [
+            {"id": 1, "run_id": "r-1", "problem_key": "toy/relu", "problem_json": "{}", "sample": 0,
+             "created": "2026-01-01T00:00:00+00:00"},
+        ]
+    )  # fmt: skip
+    db.close()
+
+    with Store(path) as s:
+        assert s.applied_migrations() == [m.__name__ for m in MIGRATIONS]
+        assert s.get_run("old")["finished"] is None  # m003's column exists, empty for old rows
+        assert s.list_runs()[0]["trajectories"] == 1
+        # m002's unique index now guards one trajectory per (run, problem, sample)
+        indexes = {tuple(i.columns) for i in s.db["trajectories"].indexes}
+        assert ("run_id", "problem_key", "sample") in indexes
+        with pytest.raises(sqlite3.IntegrityError):
+            s.db["trajectories"].insert(
+                {
+                    "run_id": "r-1",
+                    "problem_key": "toy/relu",
+                    "problem_json": "{}",
+                    "sample": 0,
+                    "created": "x",
+                }
+            )
+
+
+def test_run_ids_sort_by_time_and_names_are_unique(store):
+    a = store.create_run(None, {"turns": 3}, "openai/gpt-4o", "cuda", "fp32")
+    b = store.create_run(None, {"turns": 3}, "openai/gpt-4o", "cuda", "fp32")
+    assert a.startswith("r-") and a != b
+    runs = store.list_runs()
+    assert [r["id"] for r in runs] == [a, b]
+    assert runs[0]["name"].startswith("gpt-4o-") and runs[0]["name"] != runs[1]["name"]
+    store.create_run("mine", {}, "m", "triton", "fp16")
+    with pytest.raises(StoreError, match="already exists"):
+        store.create_run("mine", {}, "m", "triton", "fp16")
+    assert store.latest_run()["name"] == "mine"
+
+
+def test_run_round_trip_by_id_and_name(store):
+    rid = store.create_run("r1", {"turns": 3, "nested": {"a": [1, 2]}}, "m", "cuda", "fp32", {"torch": "2.5"})
+    run = store.get_run("r1")
+    assert run == store.get_run(rid)
+    assert run["config"] == {"turns": 3, "nested": {"a": [1, 2]}}
+    assert run["versions"] == {"torch": "2.5"}
+    assert (run["status"], run["gpu"], run["hardware"]) == ("running", None, None)
+    store.set_run_hardware(rid, {"gpu_name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0"})
+    store.set_run_status(rid, "finished")
+    run = store.get_run(rid)
+    assert run["gpu"] == "NVIDIA H100 80GB HBM3" and run["hardware"]["compute_capability"] == "9.0"
+    assert run["status"] == "finished" and run["finished"] is not None
+    with pytest.raises(ValueError):
+        store.set_run_status(rid, "done")
+
+
+def test_versions_default_to_installed_packages(store):
+    rid = store.create_run("r", {}, "m", "cuda", "fp32")
+    assert store.get_run(rid)["versions"]["sqlite-utils"]
+
+
+def test_unknown_run_is_one_line_with_what_to_do(store):
+    with pytest.raises(StoreError) as e:
+        store.get_run("nope")
+    assert "\n" not in str(e.value) and "kb-agent runs list" in str(e.value)
+    with pytest.raises(StoreError, match="kb-agent solve"):
+        store.latest_run()
+
+
+def test_trajectory_keeps_the_whole_problem(store):
+    rid = store.create_run("r", {}, "m", "cuda", "fp32")
+    tid = store.create_trajectory(rid, MATMUL, sample=0)
+    (t,) = store.trajectories(rid)
+    assert (t["level"], t["problem_id"], t["problem_key"], t["sample"]) == (2, 40, "2/40", 0)
+    assert store.problem_of(t) == MATMUL
+    assert store.problem_of(tid) == MATMUL
+    with pytest.raises(StoreError, match="already has a trajectory"):
+        store.create_trajectory(rid, MATMUL, sample=0)
+    store.create_trajectory(rid, MATMUL, sample=1)
+    loose = Problem(None, 7, "7_mine", "x", "/somewhere/7_mine.py")
+    store.create_trajectory(rid, loose, 0)
+    assert store.trajectories(rid)[-1]["level"] is None
+
+
+def test_turn_lifecycle_and_best_of_trajectory(store):
+    rid = store.create_run("r", {}, "m", "cuda", "fp32")
+    tid = store.create_trajectory(rid, RELU, 0)
+    script = [
+        ("compile_error", None),
+        ("correct", 1.25),
+        ("correct", 1.75),
+        ("incorrect", None),
+        ("correct", 1.75),
+    ]
+    for i, (status, speedup) in enumerate(script, start=1):
+        u = store.start_turn(tid, i, MESSAGES)
+        store.record_response(
+            u, f"```python\n# turn {i}\n```", tokens_in=100 * i, tokens_out=50, cost_usd=0.01,
+            latency_s=2.5, model_answered="gpt-4o-2024-08-06", finish_reason="stop", extra={"id": f"c{i}"},
+        )  # fmt: skip
+        runtime = 1.0 / speedup if speedup else None
+        store.record_evaluation(
+            u, code=f"# turn {i}", status=status,
+            eval_result=eval_dict(status, speedup, runtime, 1.0 if speedup else None), feedback=f"fb {i}",
+        )  # fmt: skip
+    turns = store.turns(tid)
+    assert [t["idx"] for t in turns] == [1, 2, 3, 4, 5]
+    t2 = turns[1]
+    assert t2["messages"] == MESSAGES and t2["llm_json"] == {"id": "c2"}
+    assert (t2["correct"], t2["speedup"], t2["ref_runtime_ms"]) == (1, 1.25, 1.0)
+    assert t2["runtime_ms"] == pytest.approx(0.8)
+    assert t2["eval_json"]["hardware"]["gpu_name"] == "NVIDIA H100"
+    assert (t2["tokens_in"], t2["cost_usd"], t2["model_answered"]) == (200, 0.01, "gpt-4o-2024-08-06")
+    assert turns[0]["correct"] == 0 and turns[0]["feedback"] == "fb 1"
+    assert all(t["created"] <= t["responded_at"] <= t["evaluated_at"] for t in turns)
+    store.finish_trajectory(tid, "turn_budget")
+    t = store.get_trajectory(tid)
+    assert (t["outcome"], t["best_turn"], t["best_speedup"]) == ("turn_budget", 3, 1.75)  # earliest on a tie
+    assert t["finished"] is not None
+
+
+def test_no_correct_turn_leaves_best_empty_and_statuses_are_checked(store):
+    rid = store.create_run("r", {}, "m", "cuda", "fp32")
+    tid = store.create_trajectory(rid, RELU, 0)
+    u = store.start_turn(tid, 1, MESSAGES)
+    store.record_response(u, "no code here")
+    store.record_evaluation(u, code=None, status="no_code", eval_result=None, feedback="put code in a block")
+    with pytest.raises(ValueError):
+        store.record_evaluation(u, code=None, status="great", eval_result=None, feedback="")
+    with pytest.raises(ValueError):
+        store.finish_trajectory(tid, "done")
+    store.finish_trajectory(tid, "model_error")
+    t = store.get_trajectory(tid)
+    assert (t["best_turn"], t["best_speedup"]) == (None, None)
+    assert store.turns(tid)[0]["eval_json"] is None
+
+
+def test_record_evaluation_accepts_an_object_with_to_dict_and_enum_status(store):
+    from evaluator.result import EvalResult, Status
+
+    rid = store.create_run("r", {}, "m", "cuda", "fp32")
+    tid = store.create_trajectory(rid, RELU, 0)
+    u = store.start_turn(tid, 1, MESSAGES)
+    store.record_response(u, "x")
+    er = EvalResult(Status.CORRECT, speedup=2.0, runtime_ms=0.5, ref_runtime_ms=1.0)
+    store.record_evaluation(u, code="x", status=Status.CORRECT, eval_result=er, feedback="")
+    (t,) = store.turns(tid)
+    assert (t["status"], t["speedup"]) == ("correct", 2.0)
+    assert EvalResult.from_dict(t["eval_json"]) == er
+
+
+def test_resume_queries(store):
+    rid = store.create_run("r", {}, "m", "cuda", "fp32")
+    done = store.create_trajectory(rid, RELU, 0)
+    cut = store.create_trajectory(rid, MATMUL, 0)
+    stopped = store.create_trajectory(rid, MATMUL, 1)
+    store.finish_trajectory(done, "turn_budget")
+    store.finish_trajectory(stopped, "interrupted")
+    assert [t["id"] for t in store.unfinished_trajectories(rid)] == [cut, stopped]
+
+    # turn 1 answered and evaluated; turn 2 answered, killed before evaluation; turn 3 never answered
+    u1 = store.start_turn(cut, 1, MESSAGES)
+    store.record_response(u1, "r1")
+    store.record_evaluation(
+        u1, code="c", status="incorrect", eval_result=eval_dict("incorrect"), feedback="f"
+    )
+    u2 = store.start_turn(cut, 2, MESSAGES)
+    store.record_response(u2, "r2")
+    u3 = store.start_turn(cut, 3, MESSAGES)
+    turns = store.turns(cut)
+    to_evaluate = [t["idx"] for t in turns if t["response"] is not None and t["status"] is None]
+    to_ask = [t["idx"] for t in turns if t["response"] is None]
+    assert (to_evaluate, to_ask) == ([2], [3])
+
+    # asking turn 3 again re-uses its row; asking turn 2 again is refused
+    assert store.start_turn(cut, 3, [*MESSAGES, {"role": "user", "content": "again"}]) == u3
+    assert len(store.turn(cut, 3)["messages"]) == 3
+    with pytest.raises(StoreError, match="evaluate it"):
+        store.start_turn(cut, 2, MESSAGES)
+
+
+def test_writes_to_missing_rows_fail_loudly(store):
+    with pytest.raises(StoreError):
+        store.record_response(999, "x")
+    with pytest.raises(StoreError):
+        store.set_run_status("r-nope", "finished")
+
+
+def test_a_write_is_visible_to_a_second_connection_at_once(store):
+    rid = store.create_run("r", {}, "m", "cuda", "fp32")
+    tid = store.create_trajectory(rid, RELU, 0)
+    u = store.start_turn(tid, 1, MESSAGES)
+    other = sqlite3.connect(store.path)
+    try:
+        assert other.execute("SELECT count(*) FROM turns WHERE response IS NULL").fetchone() == (1,)
+        store.record_response(u, "the reply")
+        assert other.execute("SELECT response FROM turns WHERE id = ?", (u,)).fetchone() == ("the reply",)
+        assert not store.db.conn.in_transaction
+    finally:
+        other.close()
+
+
+def test_a_reader_in_another_process_sees_rows_while_the_writer_holds_its_connection(store, tmp_path):
+    rid = store.create_run("live", {}, "m", "cuda", "fp32")
+    tid = store.create_trajectory(rid, RELU, 0)
+    store.start_turn(tid, 1, MESSAGES)
+    code = (
+        "import sys; from agent.store import Store\n"
+        "s = Store(sys.argv[1], create=False)\n"
+        "print(s.get_run('live')['id'], len(s.turns(s.trajectories(s.get_run('live')['id'])[0]['id'])))"
+    )
+    r = subprocess.run([sys.executable, "-c", code, str(store.path)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == [rid, "1"]
+
+
+def test_store_does_not_import_torch_or_litellm():
+    code = (
+        "import sys, tempfile, os\n"
+        "from agent.store import Store\nimport agent.metrics, agent.report\n"
+        "Store(os.path.join(tempfile.mkdtemp(), 'kb.sqlite')).close()\n"
+        "print([m for m in ('torch', 'litellm', 'triton', 'datasets') if m in sys.modules])"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.stdout.strip() == "[]", r.stderr
+
+
+def test_a_failing_migration_leaves_the_previous_state(tmp_path):
+    db = Database(tmp_path / "kb.sqlite")
+
+    def m002_broken(db):
+        db["half_made"].create({"id": int}, pk="id")
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        migrate(db, (m001_initial, m002_broken))
+    assert [r["name"] for r in db.query("SELECT name FROM _migrations")] == ["m001_initial"]
+    assert "half_made" not in db.table_names() and "runs" in db.table_names()
+    assert not db.conn.in_transaction
