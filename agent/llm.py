@@ -1,0 +1,480 @@
+"""The LLM client: one thin layer over `litellm.completion`, and a scripted fake.
+
+`LiteLLMModel(LLMConfig(model="anthropic/claude-sonnet-4-5")).complete(messages)` returns an `LLMReply`
+with the text, tokens, cost and latency of the call. Any litellm model string works (`openai/...`,
+`anthropic/...`, `ollama/...`, `hosted_vllm/...`); `api_base` points it at a local OpenAI-compatible
+server (then no key is needed).
+
+Importing this module does not import litellm or touch the network: litellm loads on the first
+`LiteLLMModel`, `context_window` or `fit_messages` call, with its offline model-price map.
+
+Retries: tenacity is the only retry layer (litellm is called with `num_retries=0`, which also turns
+off the provider SDK's own retries: the layers multiply otherwise). Exponential backoff with jitter on
+rate limits, timeouts, connection errors, 5xx and malformed responses, honouring `retry-after`;
+bounded in attempts and in total seconds. Authentication, bad requests, unknown models and context
+overflows are never retried.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import re
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_before_delay,
+)
+
+log = logging.getLogger(__name__)
+
+# the api key sent to a local server (api_base given) when the provider's env var is not set
+DUMMY_API_KEY = "sk-no-key-needed"
+
+
+class LLMError(Exception):
+    """A model call failed for good (after retries, or at once when retrying cannot help).
+
+    The message is one line. `attempts` counts requests made; `retries` lists what each failed
+    attempt raised (`{"attempt", "error", "wait_s"}`), for the store.
+    """
+
+    def __init__(self, message: str, *, attempts: int = 0, retries: list[dict] | None = None):
+        super().__init__(_one_line(message))
+        self.attempts = attempts
+        self.retries = retries or []
+
+
+class MissingKeyError(LLMError):
+    """The provider's API key is not set; raised before any request is made."""
+
+
+class MalformedResponseError(Exception):
+    """The server answered 200 with a body we cannot use (no choices). Retried like a 5xx."""
+
+
+@dataclass
+class LLMConfig:
+    """How to call one model. Only `model` is required."""
+
+    model: str
+    """Any litellm model string: `openai/gpt-4o`, `anthropic/claude-sonnet-4-5`, `ollama/qwen2.5-coder`,
+    `hosted_vllm/NAME`, or `openai/NAME` with `api_base` for any OpenAI-compatible server."""
+    api_base: str | None = None
+    """Server URL (`http://127.0.0.1:8000/v1` for OpenAI-compatible servers; the root URL for the
+    Anthropic format). None: the provider's default (or its `*_API_BASE` env var)."""
+    api_key: str | None = None
+    """None: the provider's env var (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, ...); with `api_base` set
+    and no env var, a dummy key is sent."""
+    temperature: float | None = None
+    """Sampling temperature; None leaves the provider's default (some reasoning models accept no other)."""
+    max_tokens: int = 8192
+    """Most tokens the model may generate per reply (reasoning tokens included for reasoning models)."""
+    reasoning_effort: str | None = None
+    """"low" | "medium" | "high" for reasoning models; passed through only when set."""
+    timeout_s: float = 600.0
+    """Seconds one request may take before it counts as a timeout (and is retried)."""
+    max_attempts: int = 6
+    """Most requests per call, the first one included."""
+    max_retry_s: float = 300.0
+    """Most seconds one call may spend, waits included: no retry is started that would end past this."""
+    backoff_initial_s: float = 1.0
+    """First backoff wait in seconds; doubles per retry, plus up to this much random jitter."""
+    backoff_max_s: float = 60.0
+    """Cap on one computed backoff wait, in seconds (a server's retry-after may ask for longer)."""
+    fit_context: bool = True
+    """Drop the oldest turns when the conversation would overflow the model's context window
+    (only for models litellm knows the window of)."""
+    drop_params: bool = True
+    """Let litellm drop parameters the provider does not accept (e.g. temperature on o-series)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """More keyword arguments for `litellm.completion`, passed as they are (e.g. `{"top_p": 0.95}`)."""
+
+
+@dataclass
+class LLMReply:
+    """One model answer and what it cost."""
+
+    text: str
+    """The assistant message ("" when the server sent an empty message)."""
+    tokens_in: int | None = None
+    """Prompt tokens as the server counted them."""
+    tokens_out: int | None = None
+    """Completion tokens (reasoning included, for reasoning models)."""
+    cost_usd: float | None = None
+    """From litellm's offline price map; None when it does not know the model."""
+    latency_s: float | None = None
+    """Wall seconds of the request that succeeded (waits and failed attempts are in `extra["wall_s"]`)."""
+    model: str | None = None
+    """The model as the server named it in its answer."""
+    finish_reason: str | None = None
+    """"stop", "length" (cut off at max_tokens), ..."""
+    raw: dict[str, Any] = field(default_factory=dict)
+    """The response as JSON-able data."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Call details for the store: `attempts`, `retries` (one entry per failed attempt), `wall_s`,
+    `dropped_messages`, `reasoning_tokens`, `reasoning_content` when the provider returns it."""
+
+
+@runtime_checkable
+class Model(Protocol):
+    """What the agent loop needs from a model."""
+
+    name: str
+
+    def complete(self, messages: list[dict]) -> LLMReply:
+        """Answer a conversation (OpenAI-style `{"role", "content"}` dicts). Raises LLMError."""
+        ...
+
+
+# -- litellm ------------------------------------------------------------------------------------------
+_litellm: Any = None
+
+
+def _import_litellm() -> Any:
+    """Import litellm offline (local model-price map, no debug banner). Cached."""
+    global _litellm
+    if _litellm is None:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        import litellm
+
+        litellm.suppress_debug_info = True
+        _litellm = litellm
+    return _litellm
+
+
+def required_env_vars(model: str, api_base: str | None = None) -> list[str]:
+    """Env vars the provider of `model` needs that are not set (litellm's `validate_environment`).
+
+    `*_API_BASE` entries are left out (litellm has defaults for those, e.g. Ollama's localhost).
+    """
+    litellm = _import_litellm()
+    try:
+        env = litellm.validate_environment(model=model, api_base=api_base)
+    except Exception:  # an unknown provider: let the request itself say what is wrong
+        return []
+    return [k for k in env.get("missing_keys", []) if not k.endswith("_API_BASE")]
+
+
+def resolve_api_key(config: LLMConfig) -> str | None:
+    """The api_key to pass to litellm: the configured one, None (litellm reads the env var), or a dummy
+    for a local server. Raises MissingKeyError when a hosted provider's key is not set."""
+    if config.api_key:
+        return config.api_key
+    missing = required_env_vars(config.model, config.api_base)
+    if not missing:
+        return None
+    if config.api_base:
+        return DUMMY_API_KEY
+    if len(missing) == 1:
+        raise MissingKeyError(f"{missing[0]} is not set; export it or pass --api-key (model {config.model})")
+    raise MissingKeyError(
+        f"none of {', '.join(missing)} is set; export one or pass --api-key (model {config.model})"
+    )
+
+
+def _is_retryable(exc: BaseException) -> bool:
+    litellm = _import_litellm()
+    never = (
+        litellm.AuthenticationError,
+        litellm.PermissionDeniedError,
+        litellm.BadRequestError,  # ContextWindowExceededError and ContentPolicyViolationError are these
+        litellm.NotFoundError,
+        litellm.UnprocessableEntityError,
+    )
+    if isinstance(exc, never):
+        return False
+    retry = (
+        litellm.RateLimitError,
+        litellm.Timeout,  # not a litellm.APIConnectionError (it subclasses openai's)
+        litellm.APIConnectionError,
+        litellm.InternalServerError,
+        litellm.ServiceUnavailableError,
+        litellm.BadGatewayError,
+        MalformedResponseError,
+    )
+    if isinstance(exc, retry):
+        return True
+    status = getattr(exc, "status_code", None)
+    return isinstance(exc, litellm.APIError) and isinstance(status, int) and status >= 500
+
+
+def retry_after_s(exc: BaseException) -> float | None:
+    """Seconds a server asked us to wait (`retry-after-ms` or `retry-after` header), if it did."""
+    headers = getattr(exc, "litellm_response_headers", None)
+    if not headers:
+        headers = getattr(getattr(exc, "response", None), "headers", None)
+    if not headers:
+        return None
+    try:
+        if headers.get("retry-after-ms") is not None:
+            return max(0.0, float(headers["retry-after-ms"]) / 1000)
+        if headers.get("retry-after") is not None:
+            return max(0.0, float(headers["retry-after"]))
+    except (TypeError, ValueError):  # an HTTP date: not worth parsing, back off instead
+        return None
+    return None
+
+
+class LiteLLMModel:
+    """`Model` over `litellm.completion`. Checks the API key on construction (MissingKeyError).
+
+    `sleep` is the function used to wait between retries (tests pass a recorder).
+    """
+
+    def __init__(self, config: LLMConfig, *, sleep: Callable[[float], None] = time.sleep):
+        self.config = config
+        self.name = config.model
+        self._sleep = sleep
+        self._litellm = _import_litellm()
+        self._api_key = resolve_api_key(config)
+
+    def _wait(self, state: RetryCallState) -> float:
+        c = self.config
+        backoff = min(c.backoff_max_s, c.backoff_initial_s * 2 ** (state.attempt_number - 1))
+        backoff += random.uniform(0, c.backoff_initial_s)
+        exc = state.outcome.exception() if state.outcome else None
+        asked = retry_after_s(exc) if exc is not None else None
+        return backoff if asked is None else asked
+
+    def _request_kwargs(self, messages: list[dict]) -> dict[str, Any]:
+        c = self.config
+        kw: dict[str, Any] = {
+            "model": c.model,
+            "messages": messages,
+            "max_tokens": c.max_tokens,
+            "timeout": c.timeout_s,
+            "num_retries": 0,  # tenacity is the only retry layer; this also zeroes the SDK's max_retries
+            "drop_params": c.drop_params,
+        }
+        if c.api_base:
+            kw["api_base"] = c.api_base
+        if self._api_key:
+            kw["api_key"] = self._api_key
+        if c.temperature is not None:
+            kw["temperature"] = c.temperature
+        if c.reasoning_effort:
+            kw["reasoning_effort"] = c.reasoning_effort
+        kw.update(c.extra)
+        return kw
+
+    def complete(self, messages: list[dict]) -> LLMReply:
+        """One model answer to `messages`. Raises LLMError after retries or on a non-retryable error."""
+        c = self.config
+        sent = fit_messages(messages, c.model, c.max_tokens) if c.fit_context else list(messages)
+        kwargs = self._request_kwargs(sent)
+        retries: list[dict] = []
+        attempts = 0
+        t_start = time.monotonic()
+
+        def record(state: RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome else None
+            wait = state.next_action.sleep if state.next_action else None
+            retries.append({"attempt": state.attempt_number, "error": _describe(exc), "wait_s": wait})
+            log.warning(
+                "%s: attempt %d failed (%s); retrying in %.1f s",
+                c.model,
+                state.attempt_number,
+                _describe(exc),
+                wait or 0,
+            )
+
+        def attempt() -> tuple[Any, float]:
+            nonlocal attempts
+            attempts += 1
+            t0 = time.monotonic()
+            resp = self._litellm.completion(**kwargs)
+            if not getattr(resp, "choices", None):
+                raise MalformedResponseError("the server answered with no choices")
+            return resp, time.monotonic() - t0
+
+        retrying = Retrying(
+            retry=retry_if_exception(_is_retryable),
+            wait=self._wait,
+            stop=stop_after_attempt(max(1, c.max_attempts)) | stop_before_delay(c.max_retry_s),
+            before_sleep=record,
+            sleep=self._sleep,
+            reraise=True,
+        )
+        try:
+            resp, latency = retrying(attempt)
+        except Exception as e:
+            if attempts > len(retries):
+                retries.append({"attempt": attempts, "error": _describe(e), "wait_s": None})
+            raise LLMError(
+                f"{c.model}: {_describe(e)} (after {attempts} attempt{'s' if attempts != 1 else ''})",
+                attempts=attempts,
+                retries=retries,
+            ) from e
+        reply = self._to_reply(resp, latency)
+        reply.extra.update(
+            attempts=attempts,
+            retries=retries,
+            wall_s=round(time.monotonic() - t_start, 4),
+            dropped_messages=len(messages) - len(sent),
+        )
+        return reply
+
+    def _to_reply(self, resp: Any, latency_s: float) -> LLMReply:
+        choice = resp.choices[0]
+        message = getattr(choice, "message", None)
+        text = getattr(message, "content", None) or ""
+        usage = getattr(resp, "usage", None)
+        extra: dict[str, Any] = {}
+        details = getattr(usage, "completion_tokens_details", None)
+        if getattr(details, "reasoning_tokens", None):
+            extra["reasoning_tokens"] = details.reasoning_tokens
+        reasoning = getattr(message, "reasoning_content", None)
+        if reasoning:
+            extra["reasoning_content"] = reasoning
+        return LLMReply(
+            text=text,
+            tokens_in=getattr(usage, "prompt_tokens", None),
+            tokens_out=getattr(usage, "completion_tokens", None),
+            cost_usd=self._cost(resp),
+            latency_s=round(latency_s, 4),
+            model=getattr(resp, "model", None),
+            finish_reason=getattr(choice, "finish_reason", None),
+            raw=_as_dict(resp),
+            extra=extra,
+        )
+
+    def _cost(self, resp: Any) -> float | None:
+        try:
+            cost = self._litellm.completion_cost(completion_response=resp)
+        except Exception:  # the offline price map does not know this model
+            return None
+        return float(cost) if cost is not None else None
+
+
+def _as_dict(resp: Any) -> dict[str, Any]:
+    try:
+        return json.loads(resp.model_dump_json())
+    except Exception:
+        try:
+            return json.loads(json.dumps(dict(resp), default=str))
+        except Exception:
+            return {"repr": repr(resp)[:2000]}
+
+
+def _describe(exc: BaseException | None) -> str:
+    if exc is None:
+        return "unknown error"
+    text = str(exc)
+    text = re.sub(r"^litellm\.\w+:\s*", "", text)  # "litellm.RateLimitError: RateLimitError: ..." -> one name
+    name = type(exc).__name__
+    text = re.sub(rf"^{name}:\s*", "", text)
+    return _one_line(f"{name}: {text}", 300)
+
+
+def _one_line(text: str, limit: int = 500) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# -- context window ----------------------------------------------------------------------------------
+def context_window(model: str) -> int | None:
+    """The model's input context window in tokens, from litellm's offline model info; None if unknown."""
+    litellm = _import_litellm()
+    try:
+        info = litellm.get_model_info(model)
+    except Exception:
+        return None
+    window = info.get("max_input_tokens") or info.get("max_tokens")
+    return int(window) if window else None
+
+
+def fit_messages(messages: list[dict], model: str, max_tokens: int, keep_first: int = 2) -> list[dict]:
+    """`messages` with the oldest turns dropped so that prompt + `max_tokens` fit the context window.
+
+    The first `keep_first` messages (the system prompt and the task) and the last message are always
+    kept; turns are dropped from the oldest in assistant+user pairs so roles still alternate. Returns
+    the messages unchanged when the window is unknown; may still overflow when even the kept messages
+    do not fit (the request then fails with a context-window error, not retried).
+    """
+    window = context_window(model)
+    if window is None or len(messages) <= keep_first + 1:
+        return list(messages)
+    litellm = _import_litellm()
+    budget = window - max_tokens
+
+    def size(msgs: list[dict]) -> int:
+        try:
+            return int(litellm.token_counter(model=model, messages=msgs))
+        except Exception:
+            return sum(len(str(m.get("content", ""))) for m in msgs) // 3
+
+    head, middle, last = list(messages[:keep_first]), list(messages[keep_first:-1]), messages[-1]
+    while middle and size(head + middle + [last]) > budget:
+        del middle[: 2 if len(middle) >= 2 else 1]
+    if len(middle) != len(messages) - keep_first - 1:
+        log.info(
+            "%s: dropped %d old messages to fit the context window",
+            model,
+            len(messages) - keep_first - 1 - len(middle),
+        )
+    return head + middle + [last]
+
+
+# -- the fake -------------------------------------------------------------------------------------------
+class ScriptedModel:
+    """A `Model` that replays `replies` in order: strings become replies, `LLMReply`s are returned as
+    they are, exceptions are raised (an `LLMError` ends a trajectory as a model error).
+
+    `calls` records a copy of the messages of every call. Raises LLMError when the script runs out.
+    """
+
+    def __init__(self, replies: Iterable[str | LLMReply | BaseException], name: str = "scripted"):
+        self.replies = list(replies)
+        self.name = name
+        self.calls: list[list[dict]] = []
+
+    def complete(self, messages: list[dict]) -> LLMReply:
+        """The next scripted reply (tokens estimated at 4 characters each, cost 0)."""
+        self.calls.append([dict(m) for m in messages])
+        i = len(self.calls) - 1
+        if i >= len(self.replies):
+            raise LLMError(f"{self.name}: script exhausted after {len(self.replies)} replies", attempts=1)
+        item = self.replies[i]
+        if isinstance(item, BaseException):
+            raise item
+        if isinstance(item, LLMReply):
+            return item
+        prompt_chars = sum(len(str(m.get("content", ""))) for m in messages)
+        return LLMReply(
+            text=item,
+            tokens_in=prompt_chars // 4,
+            tokens_out=len(item) // 4,
+            cost_usd=0.0,
+            latency_s=0.0,
+            model=self.name,
+            finish_reason="stop",
+            extra={"attempts": 1, "retries": []},
+        )
+
+
+__all__ = [
+    "DUMMY_API_KEY",
+    "LLMConfig",
+    "LLMError",
+    "LLMReply",
+    "LiteLLMModel",
+    "MalformedResponseError",
+    "MissingKeyError",
+    "Model",
+    "ScriptedModel",
+    "context_window",
+    "fit_messages",
+    "required_env_vars",
+    "resolve_api_key",
+    "retry_after_s",
+]

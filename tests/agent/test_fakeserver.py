@@ -1,0 +1,138 @@
+"""The fake LLM server through plain urllib (no litellm here, to keep this module fast)."""
+
+import json
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from agent.fakeserver import (
+    FakeLLMServer,
+    empty_message,
+    load_replies,
+    malformed,
+    no_choices,
+    rate_limited,
+    reply,
+    server_error,
+    slow,
+)
+
+
+def post(url: str, body: dict, headers: dict | None = None, timeout: float = 5):
+    req = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json", **(headers or {})}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, dict(r.headers), r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read().decode()
+
+
+CHAT = {"model": "m", "messages": [{"role": "user", "content": "hello"}]}
+
+
+def test_openai_and_anthropic_formats(fake_llm):
+    fake_llm.add("first", reply("second", finish_reason="length", tokens_in=7, tokens_out=3))
+    status, _, text = post(fake_llm.openai_base + "/chat/completions", CHAT, {"Authorization": "Bearer k"})
+    body = json.loads(text)
+    assert status == 200 and body["choices"][0]["message"] == {"role": "assistant", "content": "first"}
+    assert body["usage"]["prompt_tokens"] > 0 and body["model"] == "m"
+    status, _, text = post(fake_llm.anthropic_base + "/v1/messages", {**CHAT, "max_tokens": 5})
+    body = json.loads(text)
+    assert status == 200 and body["content"] == [{"type": "text", "text": "second"}]
+    assert body["stop_reason"] == "max_tokens" and body["usage"] == {"input_tokens": 7, "output_tokens": 3}
+    assert [r.path for r in fake_llm.requests] == ["/v1/chat/completions", "/v1/messages"]
+    assert fake_llm.requests[0].headers["authorization"] == "Bearer k"
+    assert fake_llm.requests[0].body["messages"][0]["content"] == "hello"
+
+
+def test_faults_in_order(fake_llm):
+    fake_llm.add(rate_limited(0.25), server_error(503), malformed(), empty_message(), no_choices())
+    url = fake_llm.openai_base + "/chat/completions"
+    status, headers, _ = post(url, CHAT)
+    assert status == 429 and headers["retry-after"] == "1" and headers["retry-after-ms"] == "250"
+    assert post(url, CHAT)[0] == 503
+    status, _, text = post(url, CHAT)
+    assert status == 200
+    with pytest.raises(ValueError):
+        json.loads(text)
+    assert json.loads(post(url, CHAT)[2])["choices"][0]["message"]["content"] is None
+    assert json.loads(post(url, CHAT)[2])["choices"] == []
+
+
+def test_exhausted_script_is_a_400_and_unknown_path_a_404(fake_llm):
+    status, _, text = post(fake_llm.openai_base + "/chat/completions", CHAT)
+    assert status == 400 and "script exhausted" in text
+    assert post(fake_llm.base_url + "/v1/embeddings", CHAT)[0] == 404
+
+
+def test_slow_reply_and_cycle():
+    with FakeLLMServer([slow("late", 0.1), "b"], cycle=True) as srv:
+        url = srv.openai_base + "/chat/completions"
+        t0 = time.monotonic()
+        assert json.loads(post(url, CHAT)[2])["choices"][0]["message"]["content"] == "late"
+        assert time.monotonic() - t0 >= 0.1
+        assert [json.loads(post(url, CHAT)[2])["choices"][0]["message"]["content"] for _ in range(2)] == [
+            "b",
+            "late",
+        ]
+
+
+def test_stop_cuts_a_slow_reply_short():
+    srv = FakeLLMServer([slow("never", 30)]).start()
+    url = srv.openai_base + "/chat/completions"
+    import threading
+
+    def client():
+        try:
+            post(url, CHAT, timeout=60)
+        except OSError:  # the server closes the connection without an answer
+            pass
+
+    threading.Thread(target=client, daemon=True).start()
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    srv.stop()
+    assert time.monotonic() - t0 < 5
+
+
+def test_load_replies_from_dir_and_json(tmp_path):
+    d = tmp_path / "replies"
+    d.mkdir()
+    (d / "02.md").write_text("two")
+    (d / "01.txt").write_text("one")
+    (d / "notes.json").write_text("[]")
+    assert [r.text for r in load_replies(d)] == ["one", "two"]
+    f = tmp_path / "script.json"
+    f.write_text(
+        json.dumps(
+            ["a", {"retry_after_s": 0.1}, {"status": 500, "text": None}, {"text": "b", "delay_s": 0.1}]
+        )
+    )
+    items = load_replies(f)
+    assert [(r.text, r.status) for r in items] == [("a", 200), (None, 429), (None, 500), ("b", 200)]
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="no \\*.md"):
+        load_replies(tmp_path / "empty")
+
+
+def test_cli_serves_replies_from_a_directory(tmp_path):
+    (tmp_path / "1.md").write_text("from a file")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agent.fakeserver", "--replies", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        base = proc.stdout.readline().strip()
+        assert base.startswith("http://127.0.0.1:")
+        body = json.loads(post(base + "/v1/chat/completions", CHAT)[2])
+        assert body["choices"][0]["message"]["content"] == "from a file"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -1,0 +1,201 @@
+import pytest
+
+from agent.feedback import feedback_for, initial_messages, profile_table, trim_log
+from evaluator.result import (
+    CompileInfo,
+    CorrectnessInfo,
+    EvalResult,
+    KernelRow,
+    ProfileInfo,
+    Status,
+    TrialResult,
+)
+from problems import Problem
+
+NEXT_STEP = "Answer with the whole"
+
+PROBLEM = Problem(
+    level=0,
+    problem_id=1,
+    name="relu",
+    code="import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n",
+    source="toy",
+)
+
+
+def test_every_feedback_ends_with_what_to_do_next():
+    results = [
+        EvalResult(Status.COMPILE_ERROR, message="nvcc failed", compile=CompileInfo(ok=False, errors=["e"])),
+        EvalResult(Status.RUNTIME_ERROR, message="CUDA error: illegal memory access"),
+        EvalResult(Status.TIMEOUT, message="correctness stage ran past 120 s"),
+        EvalResult(Status.INCORRECT, message="output differs"),
+        EvalResult(
+            Status.REJECTED, message="ModelNew calls torch.relu; no custom kernel ran", backend="cuda"
+        ),
+        EvalResult(Status.CORRECT, speedup=1.5, runtime_ms=1.0, ref_runtime_ms=1.5),
+    ]
+    for r in results:
+        text = feedback_for(r)
+        last = text.strip().splitlines()[-1]
+        assert NEXT_STEP in last and "```python" in last, (r.status, text)
+        assert "$" not in text
+    assert NEXT_STEP in feedback_for(None, no_code=True).strip().splitlines()[-1]
+
+
+def test_compile_error_shows_first_errors_only():
+    errors = [f"kernel.cu({i}): error: identifier x{i} is undefined" for i in range(25)]
+    r = EvalResult(
+        Status.COMPILE_ERROR,
+        message="Building the CUDA extension failed.",
+        compile=CompileInfo(ok=False, errors=errors),
+    )
+    text = feedback_for(r)
+    assert "compile error" in text
+    assert "Building the CUDA extension failed." in text
+    assert "x0 is undefined" in text and "x9 is undefined" in text
+    assert "x10 is undefined" not in text
+    assert "and 15 more errors" in text
+
+
+def test_compile_error_without_parsed_errors_uses_the_log_from_the_first_error():
+    noise = "\n".join(f"[{i}/3] c++ -O3 -I/include stuff" for i in range(200))
+    log = noise + "\nIn file included from main.cpp:1:\nmain.cpp:7:3: error: expected ';'\n   foo()\n"
+    r = EvalResult(Status.COMPILE_ERROR, compile=CompileInfo(ok=False, log=log))
+    text = feedback_for(r)
+    assert "main.cpp:7:3: error: expected ';'" in text
+    assert "[0/3]" not in text  # the noise before the first error is dropped
+    assert len(text) < 1500
+
+
+def test_trim_log_caps_length_and_falls_back_to_the_tail():
+    assert trim_log("a\n" * 10 + "fatal error: boom\n" + "x" * 10_000, 500).endswith("[... trimmed]")
+    assert trim_log("line\n" * 5000, 100).endswith("line")
+
+
+def test_runtime_error_carries_message_and_output_tail():
+    r = EvalResult(
+        Status.RUNTIME_ERROR,
+        message="RuntimeError: CUDA error: an illegal memory access was encountered",
+        stderr="warming up\n" * 1000 + "Traceback: in forward, line 42\n",
+    )
+    text = feedback_for(r)
+    assert "illegal memory access" in text
+    assert "Traceback: in forward, line 42" in text
+    assert text.count("warming up") < 300  # only the tail
+
+
+def test_timeout_feedback_names_the_stage():
+    text = feedback_for(EvalResult(Status.TIMEOUT, message="the correctness stage ran past 120 s"))
+    assert "timeout" in text and "correctness stage ran past 120 s" in text
+
+
+def test_incorrect_summarises_values_shapes_and_nans():
+    trials = [
+        TrialResult(trial=0, seed=1, passed=True),
+        TrialResult(
+            trial=1,
+            seed=2,
+            passed=False,
+            problem="values",
+            max_abs_diff=0.53125,
+            mean_abs_diff=0.0012,
+            mismatched=37,
+            numel=4096,
+            mismatch_fraction=37 / 4096,
+            first_mismatches=[{"index": [0, 17], "expected": 1.25, "actual": 0.71875}],
+            nan_actual=3,
+        ),
+        TrialResult(
+            trial=2, seed=3, passed=False, problem="shape", expected_shape=[8, 16], actual_shape=[8, 8]
+        ),
+        TrialResult(
+            trial=3,
+            seed=4,
+            passed=False,
+            problem="dtype",
+            expected_dtype="torch.float32",
+            actual_dtype="torch.float16",
+        ),
+        TrialResult(trial=4, seed=5, passed=False, problem="type", expected_shape=[8]),
+    ]
+    r = EvalResult(
+        Status.INCORRECT,
+        message="Output mismatch",
+        correctness=CorrectnessInfo(trials=5, passed=1, atol=1e-4, rtol=1e-4, results=trials),
+    )
+    text = feedback_for(r)
+    assert "Passed 1 of 5 correctness trials (atol=0.0001, rtol=0.0001)" in text
+    assert "max abs diff 0.5312" in text and "mean abs diff 0.0012" in text
+    assert "37 of 4096 elements outside tolerance (0.90%)" in text
+    assert "at [0, 17]: expected 1.25, got 0.7188" in text
+    assert "3 NaN in your output (reference: 0)" in text
+    assert "output shape [8, 8], expected [8, 16]" in text
+    assert "output dtype torch.float16, expected torch.float32" in text
+    assert "1 more failing trials" in text  # only the first 3 failing trials in detail
+
+
+def test_rejected_names_the_rule_and_the_backend():
+    r = EvalResult(Status.REJECTED, message="no custom kernel ran in forward", backend="triton")
+    text = feedback_for(r)
+    assert "no custom kernel ran in forward" in text and "Triton kernels" in text
+
+
+def test_correct_has_times_speedup_and_top_kernels():
+    kernels = [
+        KernelRow(
+            name=f"kernel_{i}", calls=i + 1, total_us=100.0 - i, avg_us=1.0, share=0.1, custom=i % 2 == 0
+        )
+        for i in range(12)
+    ]
+    profile = ProfileInfo(kernels=kernels, total_us=1000, custom_kernel_ran=True, custom_share=0.62)
+    r = EvalResult(Status.CORRECT, speedup=0.8, runtime_ms=1.25, ref_runtime_ms=1.0, profile=profile)
+    text = feedback_for(r)
+    assert "yours 1.25 ms, the reference 1 ms: speedup 0.80x (slower than the reference)" in text
+    assert "Make it faster" in text
+    assert "kernel_0" in text and "kernel_7" in text and "kernel_8" not in text
+    assert "(... 4 more kernels)" in text
+    assert "custom" in text and "library" in text
+    assert "62%" in text
+
+
+def test_profile_table_flags_no_custom_kernel_and_missing_profile():
+    p = ProfileInfo(
+        kernels=[KernelRow("ampere_sgemm_128x64_nn", 1, 50.0, 50.0, 1.0, False)], custom_kernel_ran=False
+    )
+    assert "None of these is your kernel" in profile_table(p)
+    assert profile_table(None) == "(no profile was taken)"
+    text = feedback_for(EvalResult(Status.CORRECT, speedup=2.0, runtime_ms=0.5, ref_runtime_ms=1.0))
+    assert "(no profile was taken)" in text and "faster than the reference" in text
+
+
+def test_no_code_feedback_and_truncation_note():
+    assert "class ModelNew" in feedback_for(None, no_code=True)
+    assert "cut off at the token limit" in feedback_for(None, no_code=True, truncated=True)
+    with pytest.raises(ValueError):
+        feedback_for(None)
+
+
+def test_feedback_round_trips_through_json():
+    r = EvalResult(Status.CORRECT, speedup=1.2, runtime_ms=1.0, ref_runtime_ms=1.2)
+    assert feedback_for(EvalResult.from_json(r.to_json())) == feedback_for(r)
+
+
+@pytest.mark.parametrize("backend", ["cuda", "triton"])
+def test_initial_messages_hold_contract_target_and_reference(backend):
+    msgs = initial_messages(PROBLEM, backend, "NVIDIA H100 80GB HBM3", "9.0", "bf16")
+    assert [m["role"] for m in msgs] == ["system", "user"]
+    task = msgs[1]["content"]
+    assert PROBLEM.code.strip() in task
+    assert "NVIDIA H100 80GB HBM3" in task and "9.0" in task
+    assert "bf16" in task and "torch.bfloat16" in task and "atol=0.01" in task
+    assert "class ModelNew" in task and "get_init_inputs()" in task
+    assert ("load_inline" if backend == "cuda" else "@triton.jit") in task
+    assert "exactly one fenced ```python block" in task
+    assert "$" not in task.replace("$$", "")
+
+
+def test_initial_messages_rejects_unknown_backend_and_precision():
+    with pytest.raises(ValueError, match="backend"):
+        initial_messages(PROBLEM, "auto", "gpu", "9.0", "fp32")
+    with pytest.raises(ValueError, match="precision"):
+        initial_messages(PROBLEM, "cuda", "gpu", "9.0", "fp8")
