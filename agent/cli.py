@@ -188,6 +188,56 @@ def runs_show(
     _print_blocks(report.show_renderables(shown), report.render_show_text(shown))
 
 
+@app.command("eval")
+def eval_cmd(
+    candidate: Annotated[Path, typer.Argument(help="A Python module defining ModelNew.", show_default=False)],
+    problem: Annotated[str, typer.Option("--problem", "-p", help="The reference: 2/40, toy/relu or a path.")],
+    backend: Annotated[str, typer.Option(help="auto, cuda or triton.")] = "auto",
+    device: Annotated[
+        str, typer.Option(help="cuda (default) or cpu (Triton under the interpreter).")
+    ] = "cuda",
+    precision: Annotated[str, typer.Option(help="fp32, fp16 or bf16.")] = "fp32",
+    baseline: Annotated[
+        str | None, typer.Option(help="'compile': also time torch.compile of the reference.")
+    ] = None,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the EvalResult as one JSON object.")
+    ] = False,
+    dataset: DatasetOpt = None,
+) -> None:
+    """Build, check and time one candidate against its reference in an isolated child process.
+
+    The exit code is 0 whenever the evaluation ran, whatever its verdict; 2 for bad usage.
+    """
+    from problems import resolve_one
+
+    if not candidate.is_file():
+        raise UsageError(f"no such candidate file: {str(candidate)!r}")
+    if baseline not in (None, "compile"):
+        raise UsageError(f"unknown --baseline {baseline!r}; the only baseline is 'compile'")
+    from evaluator import EvalSettings, evaluate
+
+    try:
+        settings = EvalSettings(backend=backend, device=device, precision=precision,
+                                baseline_compile=baseline == "compile")  # fmt: skip
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if settings.device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError(
+                "no CUDA device here; pass --device cpu (Triton candidates run under the interpreter)"
+            )
+    result = evaluate(resolve_one(problem, dataset), candidate.read_text(), settings)
+    if json_out:
+        sys.stdout.write(result.to_json() + "\n")
+    else:
+        from agent.render import eval_summary
+
+        out.print(eval_summary(result))
+
+
 def main() -> None:
     """Console-script entry point: run the app, turning expected errors into one line and exit code 2."""
     try:

@@ -41,6 +41,9 @@ class EvalSettings:
         baseline_compile: also time `torch.compile(Model)` and report that speedup.
         profile: profile one forward of a correct candidate (torch.profiler).
         limits: per-stage wall-clock limits.
+        reuse_builds: keep extension builds in a shared cache keyed by a hash of their sources and flags
+            (`$KB_BUILD_DIR`, default ~/.cache/kb-agent/build), so re-evaluating an identical candidate
+            skips the build; False builds in the evaluation's temporary directory.
         max_output_chars: the candidate's stdout/stderr are truncated to this many characters.
     """
 
@@ -59,6 +62,7 @@ class EvalSettings:
     baseline_compile: bool = False
     profile: bool = True
     limits: StageLimits = field(default_factory=StageLimits)
+    reuse_builds: bool = True
     max_output_chars: int = 4000
 
     def __post_init__(self) -> None:

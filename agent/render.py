@@ -1,0 +1,70 @@
+"""Human-readable (rich) views of evaluator results for the CLI."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from evaluator.result import EvalResult, Status, TimingStats
+
+_STYLE = {Status.CORRECT: "bold green", Status.INCORRECT: "bold yellow", Status.TIMEOUT: "bold magenta"}
+
+
+def _ms(s: TimingStats | None) -> str:
+    if s is None:
+        return "-"
+    return f"{s.mean_ms:.4f} (median {s.median_ms:.4f}, std {s.std_ms:.4f}, min {s.min_ms:.4f}, max {s.max_ms:.4f})"
+
+
+def eval_summary(r: EvalResult) -> Group:
+    """Status, message, timing and profile of one evaluation, for a terminal."""
+    parts: list = []
+    p = r.problem
+    head = Text.assemble(
+        (f"{r.status}", _STYLE.get(r.status, "bold red")),
+        f"   problem L{p.get('level')}/{p.get('problem_id')} {p.get('name')}   backend {r.backend}   "
+        f"device {r.device}   precision {r.precision}",
+    )
+    parts.append(head)
+    if r.status != Status.CORRECT:
+        parts.append(Text(r.message))
+    c = r.correctness
+    if c.results:
+        parts.append(Text(f"correctness: {c.passed}/{c.trials} trials passed (atol {c.atol}, rtol {c.rtol})"))
+        bad = [t for t in c.results if not t.passed]
+        if bad:
+            t = bad[0]
+            parts.append(Text(
+                f"  trial {t.trial + 1}: {t.problem}; shape expected {t.expected_shape} got {t.actual_shape}; "
+                f"dtype expected {t.expected_dtype} got {t.actual_dtype}; max abs diff {t.max_abs_diff}; "
+                f"mismatched {t.mismatched}/{t.numel}; NaN expected/actual {t.nan_expected}/{t.nan_actual}; "
+                f"first mismatches {t.first_mismatches[:3]}"
+            ))  # fmt: skip
+    tm = r.timing
+    if tm.candidate:
+        table = Table("figure", "reference ms", "candidate ms", "speedup", title=f"timing ({tm.method}, mean)")
+        table.add_row("parity (mean)", _ms(tm.reference), _ms(tm.candidate), f"{tm.speedup:.3f}x")
+        if tm.device_candidate:
+            table.add_row(
+                f"device ({tm.device_method}, median)",
+                f"{tm.device_reference.median_ms:.4f}",
+                f"{tm.device_candidate.median_ms:.4f}",
+                f"{tm.device_speedup:.3f}x",
+            )
+        if tm.compile_reference:
+            table.add_row("vs torch.compile (mean)", _ms(tm.compile_reference), "", f"{tm.compile_speedup:.3f}x")
+        parts.append(table)
+    if r.profile and r.profile.kernels:
+        table = Table("kernel", "calls", "total µs", "share", "custom", title="GPU kernels in one forward")
+        for k in r.profile.kernels[:10]:
+            table.add_row(k.name[:90], str(k.calls), f"{k.total_us:.1f}", f"{k.share:.0%}", "yes" if k.custom else "")
+        parts.append(table)
+    hw = r.hardware
+    parts.append(Text(
+        f"hardware: {hw.gpu_name or hw.device} (cc {hw.compute_capability}), driver {hw.driver}, CUDA {hw.cuda}, "
+        f"torch {hw.torch}, triton {hw.triton}; stages (s): "
+        + ", ".join(f"{k} {v:.2f}" for k, v in r.stages.items()),
+        style="dim",
+    ))  # fmt: skip
+    return Group(*parts)

@@ -1,0 +1,105 @@
+"""Correctness comparison of one candidate output against the reference output.
+
+The verdict is KernelBench's (src/eval.py): exact shape, then `torch.allclose(reference, candidate,
+atol, rtol)` — argument order included, so `rtol` scales |candidate|. The statistics around it are ours:
+they tell the model what kind of mismatch it produced.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from evaluator.result import TrialResult
+
+MAX_LISTED_MISMATCHES = 5
+
+
+def flatten_outputs(out: Any) -> list[Any]:
+    """A model's output as a flat list: a tensor is [tensor]; tuples/lists are flattened in order."""
+    if isinstance(out, (tuple, list)):
+        return [x for item in out for x in flatten_outputs(item)]
+    return [out]
+
+
+def _scalar(x: torch.Tensor) -> float | str:
+    """A 0-d tensor as a JSON-safe number: finite floats as float, NaN/Inf as "nan"/"inf"/"-inf"."""
+    v = float(x.item())
+    return v if v == v and abs(v) != float("inf") else str(v)
+
+
+def compare_tensors(
+    expected: torch.Tensor, actual: torch.Tensor, atol: float, rtol: float, result: TrialResult
+) -> TrialResult:
+    """Fill `result` with the verdict and mismatch statistics for one output tensor pair."""
+    result.expected_shape, result.actual_shape = list(expected.shape), list(actual.shape)
+    result.expected_dtype, result.actual_dtype = str(expected.dtype), str(actual.dtype)
+    result.numel = expected.numel()
+    if expected.shape != actual.shape:
+        result.passed, result.problem = False, "shape"
+        return result
+    e = expected.detach()
+    a = actual.detach()
+    if a.device != e.device:
+        a = a.to(e.device)
+    if e.is_floating_point() or e.is_complex():
+        result.nan_expected = int(torch.isnan(e).sum())
+        result.inf_expected = int(torch.isinf(e).sum())
+    if a.is_floating_point() or a.is_complex():
+        result.nan_actual = int(torch.isnan(a).sum())
+        result.inf_actual = int(torch.isinf(a).sum())
+    try:
+        passed = bool(torch.allclose(e, a.to(e.dtype) if a.dtype != e.dtype else a, atol=atol, rtol=rtol))
+    except RuntimeError:  # e.g. bool vs float promotion rules
+        passed = False
+    e64, a64 = e.to(torch.float64), a.to(torch.float64)
+    diff = (a64 - e64).abs()
+    bad = ~(diff <= atol + rtol * a64.abs())  # NaN compares False, so NaN counts as a mismatch
+    if result.numel:
+        finite = diff[torch.isfinite(diff)]
+        # over finite differences; NaN/Inf are counted separately (nan_*, inf_*)
+        result.max_abs_diff = _scalar(finite.max()) if finite.numel() else None
+        result.mean_abs_diff = _scalar(finite.mean()) if finite.numel() else None
+        rel = diff / e64.abs().clamp_min(1e-12)
+        rel = rel[torch.isfinite(rel)]
+        result.max_rel_diff = _scalar(rel.max()) if rel.numel() else None
+        result.mismatched = int(bad.sum())
+        result.mismatch_fraction = result.mismatched / result.numel
+        idx = bad.nonzero()[:MAX_LISTED_MISMATCHES]
+        result.first_mismatches = [
+            {"index": [int(i) for i in row], "expected": _scalar(e64[tuple(row)]), "actual": _scalar(a64[tuple(row)])}
+            for row in idx.tolist()
+        ]
+    if e.dtype != a.dtype:
+        # KernelBench does not check dtype; a wrong dtype that is still allclose passes for parity, but
+        # is reported so strict mode and the model can see it.
+        result.problem = "dtype" if not passed else None
+    result.passed = passed
+    if not passed and result.problem is None:
+        result.problem = "values"
+    return result
+
+
+def compare_outputs(expected: Any, actual: Any, atol: float, rtol: float, trial: int, seed: int) -> TrialResult:
+    """Compare the reference's and the candidate's outputs of one correctness trial.
+
+    Outputs may be tensors or (nested) tuples/lists of tensors; the first failing element decides.
+    """
+    result = TrialResult(trial=trial, seed=seed, passed=False)
+    exp, act = flatten_outputs(expected), flatten_outputs(actual)
+    if len(exp) != len(act):
+        result.problem = "type"
+        result.expected_shape, result.actual_shape = [len(exp)], [len(act)]
+        return result
+    for e, a in zip(exp, act, strict=True):
+        if isinstance(e, torch.Tensor) and not isinstance(a, torch.Tensor):
+            result.problem = "type"
+            result.expected_dtype, result.actual_dtype = str(e.dtype), type(a).__name__
+            return result
+        if not isinstance(e, torch.Tensor):
+            e, a = torch.as_tensor(e), torch.as_tensor(a) if not isinstance(a, torch.Tensor) else a
+        compare_tensors(e, a, atol, rtol, result)
+        if not result.passed:
+            return result
+    return result

@@ -1,0 +1,249 @@
+"""The parent side of an evaluation: spawn the child, watch its stages, and assemble the `EvalResult`.
+
+Isolation, as DESIGN.md sets it out: every candidate runs in a freshly spawned Python process
+(`evaluator.worker`) in its own process group and temporary working directory, with the user's secrets
+removed from its environment. Its reports come back on a private pipe, never from its stdout. Each stage
+has a wall-clock limit; past it, or at the end of the evaluation, the whole process group is killed. A
+crash, `os._exit`, hang or CUDA fault in the child becomes a status; the parent carries on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from evaluator.result import (
+    CompileInfo,
+    CorrectnessInfo,
+    EvalResult,
+    HardwareInfo,
+    ProfileInfo,
+    Status,
+    TimingInfo,
+    _build,
+)
+from evaluator.settings import EvalSettings
+from problems import Problem
+
+log = logging.getLogger(__name__)
+
+# Environment variables whose names look like credentials never reach the candidate.
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|COOKIE|SESSION|AUTH|PRIVATE", re.IGNORECASE)
+_PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def default_build_root() -> Path:
+    """Where extension builds are kept between evaluations: `$KB_BUILD_DIR`, else ~/.cache/kb-agent/build.
+    Builds are keyed by a hash of their sources and flags, so only an identical candidate reuses one."""
+    return Path(os.environ.get("KB_BUILD_DIR") or Path.home() / ".cache" / "kb-agent" / "build")
+
+
+def child_env(settings: EvalSettings, workdir: Path, build_root: Path) -> dict[str, str]:
+    """The child's environment: the parent's, minus anything that looks like a secret, plus our settings."""
+    env = {k: v for k, v in os.environ.items() if not SECRET_NAME.search(k)}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PROJECT_ROOT), env.get("PYTHONPATH")) if p)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    env["TORCH_EXTENSIONS_DIR"] = str(build_root)
+    env["TRITON_CACHE_DIR"] = str(workdir / "triton_cache")
+    env.setdefault("MAX_JOBS", str(os.cpu_count() or 4))
+    if settings.device == "cpu":
+        env["TRITON_INTERPRET"] = "1"  # Triton runs on CPU tensors only under its interpreter
+    else:
+        env.pop("TRITON_INTERPRET", None)
+        env.pop("TORCH_CUDA_ARCH_LIST", None)  # the child detects the GPU and sets it
+    return env
+
+
+def _truncate(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n… [{len(text) - limit} characters cut] …\n{text[-half:]}"
+
+
+def _read(path: Path, limit: int) -> str:
+    try:
+        return _truncate(path.read_text(errors="replace"), limit)
+    except OSError:
+        return ""
+
+
+def _describe_exit(returncode: int | None) -> str:
+    if returncode is None:
+        return "did not exit"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        hint = {"SIGSEGV": " (segmentation fault)", "SIGABRT": " (abort)", "SIGKILL": " (killed)", "SIGBUS": " (bus error)"}
+        return f"was killed by {name}{hint.get(name, '')}"
+    return f"exited with code {returncode}"
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def evaluate(problem: Problem, candidate_source: str, settings: EvalSettings) -> EvalResult:
+    """Build, check and time `candidate_source` against `problem`'s reference in an isolated child.
+
+    Args:
+        problem: the reference program.
+        candidate_source: a full Python module defining `class ModelNew` (KernelBench's contract).
+        settings: backend, device, precision, trials and stage limits (see `EvalSettings`).
+
+    Returns:
+        An `EvalResult`; its status is one of compile_error, runtime_error, timeout, incorrect, correct.
+        This function does not raise for anything the candidate does.
+    """
+    t_start = time.perf_counter()
+    workdir = Path(tempfile.mkdtemp(prefix="kb-eval-"))
+    build_root = default_build_root() if settings.reuse_builds else workdir / "build"
+    build_root.mkdir(parents=True, exist_ok=True)
+    result = EvalResult(
+        status=Status.RUNTIME_ERROR,
+        problem={"level": problem.level, "problem_id": problem.problem_id, "name": problem.name},
+        device=settings.device,
+        precision=settings.precision,
+        backend=settings.backend,
+    )
+    job = {
+        "problem": problem.to_dict(),
+        "candidate": candidate_source,
+        "settings": settings.to_dict(),
+        "workdir": str(workdir),
+        "build_root": str(build_root),
+    }
+    job_path = workdir / "job.json"
+    job_path.write_text(json.dumps(job))
+    out_path, err_path = workdir / "stdout.txt", workdir / "stderr.txt"
+    r_fd, w_fd = os.pipe()
+    limits = settings.limits
+    stage_limit = {"setup": limits.start_s, "build": limits.build_s, "correctness": limits.correctness_s,
+                   "timing": limits.timing_s}  # fmt: skip
+    try:
+        with open(out_path, "wb") as out_f, open(err_path, "wb") as err_f:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "evaluator.worker", str(w_fd), str(job_path)],
+                cwd=workdir,
+                env=child_env(settings, workdir, build_root),
+                stdin=subprocess.DEVNULL,
+                stdout=out_f,
+                stderr=err_f,
+                pass_fds=(w_fd,),
+                start_new_session=True,  # its own session and process group: killpg reaches everything
+            )
+        os.close(w_fd)
+        done, stage, timed_out = _watch(proc, r_fd, result, stage_limit, limits.start_s)
+    finally:
+        os.close(r_fd)
+    _kill_group(proc)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+    result.stdout = _read(out_path, settings.max_output_chars)
+    result.stderr = _read(err_path, settings.max_output_chars)
+    if timed_out:
+        result.status = Status.TIMEOUT
+        result.message = (f"the {stage} stage ran past its {stage_limit[stage]:.0f} s limit and was killed"
+                          + (" (a hang or an infinite loop in a kernel?)" if stage != "build" else ""))  # fmt: skip
+    elif done is None:
+        result.status = Status.RUNTIME_ERROR
+        tail = result.stderr.strip().splitlines()[-12:]
+        result.message = f"the evaluation process {_describe_exit(proc.returncode)} during the {stage} stage"
+        if tail:
+            result.message += ":\n" + "\n".join(tail)
+    else:
+        result.status = Status(done["status"])
+        result.message = done["message"]
+    if result.backend == "auto":
+        result.backend = result.compile.backend
+    if result.status == Status.CORRECT and result.timing.reference and result.timing.candidate:
+        result.ref_runtime_ms = result.timing.reference.mean_ms
+        result.runtime_ms = result.timing.candidate.mean_ms
+        result.speedup = result.timing.speedup
+    result.stages["total"] = time.perf_counter() - t_start
+    shutil.rmtree(workdir, ignore_errors=True)
+    return result
+
+
+def _watch(proc, r_fd, result: EvalResult, stage_limit: dict, first_limit: float):
+    """Read the child's channel until it closes, a stage overruns, or the verdict arrives."""
+    buf = b""
+    stage, t_stage = "setup", time.perf_counter()
+    deadline = t_stage + first_limit
+    done = None
+    while True:
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            _kill_group(proc)
+            result.stages[stage] = time.perf_counter() - t_stage
+            return done, stage, True
+        ready, _, _ = select.select([r_fd], [], [], min(remaining, 1.0))
+        if not ready:
+            if proc.poll() is not None and not _pending(r_fd):
+                break
+            continue
+        chunk = os.read(r_fd, 1 << 16)
+        if not chunk:
+            break
+        buf += chunk
+        *lines, buf = buf.split(b"\n")
+        for line in lines:
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            event = msg.get("event")
+            if event == "stage":
+                now = time.perf_counter()
+                result.stages[stage] = now - t_stage
+                stage, t_stage = msg["name"], now
+                deadline = now + stage_limit.get(stage, first_limit)
+            elif event == "done":
+                done = msg
+            else:
+                _absorb(result, msg)
+    result.stages[stage] = time.perf_counter() - t_stage
+    return done, stage, False
+
+
+def _pending(fd: int) -> bool:
+    ready, _, _ = select.select([fd], [], [], 0)
+    return bool(ready)
+
+
+_PARTS = {
+    "hardware": ("hardware", HardwareInfo),
+    "compile": ("compile", CompileInfo),
+    "correctness": ("correctness", CorrectnessInfo),
+    "timing": ("timing", TimingInfo),
+    "profile": ("profile", ProfileInfo),
+}
+
+
+def _absorb(result: EvalResult, msg: dict) -> None:
+    event = msg["event"]
+    if event in _PARTS:
+        attr, cls = _PARTS[event]
+        setattr(result, attr, _build(cls, msg[attr]))
+        if event == "compile" and msg.get("builds"):
+            result.stages["extension_builds"] = sum(b["seconds"] for b in msg["builds"])
+    elif event == "profile_error":
+        log.info("profiling failed: %s", msg.get("message"))

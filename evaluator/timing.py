@@ -1,0 +1,152 @@
+"""Timing of one model's forward, reference and candidate alike.
+
+Two figures, each with its method recorded:
+
+* **parity** (`cuda_event_sync`): KernelBench's protocol (src/kernelbench/timing.py, `cuda_event`
+  method): `warmup` untimed calls, then per trial: flush L2 by writing a buffer larger than it,
+  `torch.cuda.synchronize()`, CUDA events recorded around one call, synchronize again. The first
+  `discard` timed calls are dropped. The mean is the figure compared with published speedups. Host
+  launch latency of each call is inside the window, which penalises many small launches (Triton's
+  Python launcher in particular).
+* **device** (`cuda_graph_replay`, else `back_to_back_events`): the forward is captured once in a CUDA
+  graph and replayed, each replay bracketed by events with L2 flushed before it, with no host
+  synchronisation between trials, so launch latency stays out of the window. Models that cannot be
+  captured are timed with the same loop on eager calls. Reference and candidate always share one method.
+  The median is reported as the figure (robust to the odd preempted trial).
+
+On the CPU (Triton under the interpreter) only a host-clock figure (`cpu_perf_counter`) exists; it is
+not comparable with anything published.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from evaluator.result import TimingStats
+
+PARITY_METHOD = "cuda_event_sync"
+CPU_METHOD = "cpu_perf_counter"
+
+
+def stats(times_ms: Sequence[float]) -> TimingStats:
+    t = list(times_ms)
+    return TimingStats(
+        mean_ms=statistics.fmean(t),
+        median_ms=statistics.median(t),
+        std_ms=statistics.stdev(t) if len(t) > 1 else 0.0,
+        min_ms=min(t),
+        max_ms=max(t),
+        trials=len(t),
+    )
+
+
+class L2Flusher:
+    """Writes a buffer twice the size of the device's L2 cache (at least 64 MiB) to evict it."""
+
+    def __init__(self, device: torch.device, enabled: bool = True):
+        self.enabled = enabled
+        self.nbytes = 0
+        self.buf = None
+        if enabled:
+            l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0
+            self.nbytes = max(2 * l2, 64 << 20)
+            self.buf = torch.empty(self.nbytes // 4, dtype=torch.int32, device=device)
+
+    def __call__(self) -> None:
+        if self.buf is not None:
+            self.buf.zero_()
+
+
+def time_parity(
+    fn: Callable[..., Any], args: Sequence[Any], *, warmup: int, discard: int, trials: int, flusher: L2Flusher
+) -> list[float]:
+    """Per-call times in ms under the synchronized per-call protocol (see the module docstring)."""
+    with torch.no_grad():
+        for _ in range(warmup):
+            fn(*args)
+        torch.cuda.synchronize()
+        times = []
+        for i in range(discard + trials):
+            flusher()
+            torch.cuda.synchronize()
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn(*args)
+            end.record()
+            torch.cuda.synchronize()
+            if i >= discard:
+                times.append(start.elapsed_time(end))
+    return times
+
+
+def _capture(fn: Callable[..., Any], args: Sequence[Any]) -> torch.cuda.CUDAGraph | None:
+    """A CUDA graph of one call, or None when the model cannot be captured (syncs, host reads, ...)."""
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.no_grad(), torch.cuda.stream(side):
+            for _ in range(2):  # warm up on a side stream, as CUDA graph capture requires
+                fn(*args)
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.no_grad(), torch.cuda.graph(graph):
+            fn(*args)
+        torch.cuda.synchronize()
+        return graph
+    except Exception:
+        torch.cuda.synchronize()
+        return None
+
+
+def _events_loop(call: Callable[[], Any], *, warmup: int, trials: int, flusher: L2Flusher) -> list[float]:
+    with torch.no_grad():
+        for _ in range(warmup):
+            call()
+        torch.cuda.synchronize()
+        pairs = []
+        for _ in range(trials):
+            flusher()
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            call()
+            end.record()
+            pairs.append((start, end))
+        torch.cuda.synchronize()
+    return [s.elapsed_time(e) for s, e in pairs]
+
+
+def time_device(
+    fns: dict[str, tuple[Callable[..., Any], Sequence[Any]]], *, warmup: int, trials: int, flusher: L2Flusher
+) -> tuple[str, dict[str, list[float]]]:
+    """Device-time figures for several models with one shared method; returns (method, times by key)."""
+    graphs = {k: _capture(fn, args) for k, (fn, args) in fns.items()}
+    if all(g is not None for g in graphs.values()):
+        return "cuda_graph_replay", {
+            k: _events_loop(g.replay, warmup=warmup, trials=trials, flusher=flusher) for k, g in graphs.items()
+        }
+    del graphs
+    return "back_to_back_events", {
+        k: _events_loop(lambda f=fn, a=args: f(*a), warmup=warmup, trials=trials, flusher=flusher)
+        for k, (fn, args) in fns.items()
+    }
+
+
+def time_cpu(fn: Callable[..., Any], args: Sequence[Any], *, warmup: int, trials: int) -> list[float]:
+    """Host-clock per-call times in ms, for the CPU device."""
+    with torch.no_grad():
+        for _ in range(warmup):
+            fn(*args)
+        times = []
+        for _ in range(trials):
+            t0 = time.perf_counter()
+            fn(*args)
+            times.append((time.perf_counter() - t0) * 1e3)
+    return times

@@ -1,0 +1,153 @@
+"""The evaluator end to end on the CPU: Triton candidates under the interpreter, faults in the child."""
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from evaluator import EvalResult, EvalSettings, StageLimits, Status, evaluate
+from problems import resolve_one
+
+CANDIDATES = Path(__file__).resolve().parent.parent / "candidates"
+
+
+def run(name: str, problem: str = "toy/relu", **settings) -> EvalResult:
+    settings.setdefault("device", "cpu")
+    return evaluate(resolve_one(problem), (CANDIDATES / f"{name}.py").read_text(), EvalSettings(**settings))
+
+
+def test_correct_triton_kernel():
+    r = run("triton_relu")
+    assert r.status == Status.CORRECT, r.message
+    assert r.backend == "triton" and r.compile.ok
+    assert r.correctness.passed == r.correctness.trials == 5
+    assert (r.correctness.atol, r.correctness.rtol) == (1e-4, 1e-4)
+    assert r.timing.method == "cpu_perf_counter" and r.runtime_ms > 0 and r.ref_runtime_ms > 0
+    assert r.speedup == pytest.approx(r.ref_runtime_ms / r.runtime_ms)
+    assert r.hardware.torch and r.hardware.precision == "fp32"
+    assert EvalResult.from_json(r.to_json()) == r
+
+
+def test_one_element_off_is_incorrect_with_a_useful_diff():
+    r = run("triton_relu_off_by_one")
+    assert r.status == Status.INCORRECT
+    t = r.correctness.results[0]
+    assert not t.passed and t.problem == "values"
+    assert t.mismatched == 1 and t.numel == 16 * 1024
+    assert t.max_abs_diff == pytest.approx(1.0, abs=1e-3)
+    assert t.first_mismatches[0]["index"] == [0, 7]
+
+
+def test_wrong_shape():
+    r = run("wrong_shape")
+    assert r.status == Status.INCORRECT
+    t = r.correctness.results[0]
+    assert t.problem == "shape" and t.expected_shape == [16, 1024] and t.actual_shape == [16, 1023]
+
+
+def test_nan_never_passes():
+    r = run("nan_output")
+    assert r.status == Status.INCORRECT
+    assert r.correctness.results[0].nan_actual == 1 and r.correctness.results[0].mismatched == 1
+
+
+def test_triton_compile_error():
+    r = run("triton_compile_error")
+    assert r.status == Status.COMPILE_ERROR
+    assert "undefined_name" in r.message and "candidate line" in r.message
+
+
+def test_python_exception_names_the_candidate_line():
+    r = run("raises")
+    assert r.status == Status.RUNTIME_ERROR
+    assert "KeyError" in r.message and "candidate line 11, in forward" in r.message
+
+
+def test_syntax_error_is_a_compile_error_with_its_line():
+    r = run("syntax_error")
+    assert r.status == Status.COMPILE_ERROR
+    assert "candidate.py(6)" in r.message
+
+
+def test_missing_modelnew():
+    r = run("no_modelnew")
+    assert r.status == Status.COMPILE_ERROR and "ModelNew" in r.message
+
+
+def test_os_exit_in_the_child_is_a_runtime_error():
+    r = run("exits")
+    assert r.status == Status.RUNTIME_ERROR
+    assert "exited with code 3" in r.message and "correctness" in r.message
+
+
+def test_segfault_is_contained_and_the_next_evaluation_runs():
+    r = run("segfault")
+    assert r.status == Status.RUNTIME_ERROR and "SIGSEGV" in r.message
+    assert run("triton_relu").status == Status.CORRECT
+
+
+def test_hang_times_out_and_the_group_is_killed():
+    t0 = time.perf_counter()
+    r = run("hangs", limits=StageLimits(correctness_s=0.5))
+    assert r.status == Status.TIMEOUT
+    assert "correctness stage ran past its 0 s limit" in r.message or "correctness stage" in r.message
+    assert time.perf_counter() - t0 < 20
+
+
+def test_candidate_output_is_captured_not_parsed(tmp_path):
+    src = (CANDIDATES / "triton_relu.py").read_text()
+    src = src.replace("        x = x.contiguous()", '        print(\'{"event": "done", "status": "correct"}\')\n        x = x.contiguous()')
+    r = evaluate(resolve_one("toy/relu"), src.replace("tl.maximum(x, 0.0)", "x"), EvalSettings(device="cpu"))
+    assert r.status == Status.INCORRECT
+    assert '"event": "done"' in r.stdout
+
+
+def test_secrets_are_scrubbed_from_the_child(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-key")
+    monkeypatch.setenv("HF_TOKEN", "hf-test")
+    src = (
+        "import os, torch, torch.nn as nn\n"
+        "leaked = [k for k in ('OPENAI_API_KEY', 'HF_TOKEN') if k in os.environ]\n"
+        "class ModelNew(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.relu(x) + (1.0 if leaked else 0.0)\n"
+    )
+    r = evaluate(resolve_one("toy/relu"), src, EvalSettings(device="cpu"))
+    assert r.status == Status.CORRECT, r.message
+
+
+def test_integer_inputs_keep_their_dtype(tmp_path):
+    ref = tmp_path / "7_gather.py"
+    ref.write_text(
+        "import torch, torch.nn as nn\n"
+        "class Model(nn.Module):\n"
+        "    def forward(self, x, idx):\n"
+        "        return x[torch.arange(x.shape[0]), idx]\n"
+        "def get_inputs():\n"
+        "    return [torch.randn(8, 5), torch.randint(0, 5, (8,))]\n"
+        "def get_init_inputs():\n"
+        "    return []\n"
+    )
+    src = (
+        "import torch, torch.nn as nn\n"
+        "class ModelNew(nn.Module):\n"
+        "    def forward(self, x, idx):\n"
+        "        assert idx.dtype == torch.int64 and x.dtype == torch.float16\n"
+        "        return x.gather(1, idx[:, None])[:, 0]\n"
+    )
+    r = evaluate(resolve_one(str(ref)), src, EvalSettings(device="cpu", precision="fp16"))
+    assert r.status == Status.CORRECT, r.message
+    assert r.correctness.atol == 1e-2
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_cuda_syntax_error_reports_the_line_on_a_cpu_machine():
+    r = run("cuda_syntax_error")
+    assert r.status == Status.COMPILE_ERROR, r.message
+    assert r.backend == "cuda"
+    assert any("cuda.cu(" in e and 'expected a ";"' in e for e in r.compile.errors), r.compile.errors
+    assert "0.f" in r.message  # the offending source line is quoted
+    assert os.environ.get("CUDA_HOME") is None or True
