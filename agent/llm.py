@@ -113,7 +113,8 @@ class LLMReply:
     cost_usd: float | None = None
     """From litellm's offline price map; None when it does not know the model."""
     latency_s: float | None = None
-    """Wall seconds of the request that succeeded (waits and failed attempts are in `extra["wall_s"]`)."""
+    """Wall seconds from the first request to the reply, retries and waits included (the request that
+    succeeded alone took `extra["request_s"]`)."""
     model: str | None = None
     """The model as the server named it in its answer."""
     finish_reason: str | None = None
@@ -121,8 +122,9 @@ class LLMReply:
     raw: dict[str, Any] = field(default_factory=dict)
     """The response as JSON-able data."""
     extra: dict[str, Any] = field(default_factory=dict)
-    """Call details for the store: `attempts`, `retries` (one entry per failed attempt), `wall_s`,
-    `dropped_messages`, `reasoning_tokens`, `reasoning_content` when the provider returns it."""
+    """Call details for the store: `attempts`, `retries` (one entry per failed attempt: attempt, error,
+    wait_s), `request_s`, `dropped_messages`, `response_id`, and `reasoning_tokens` /
+    `reasoning_content` when the provider returns them."""
 
 
 @runtime_checkable
@@ -306,7 +308,7 @@ class LiteLLMModel:
             reraise=True,
         )
         try:
-            resp, latency = retrying(attempt)
+            resp, request_s = retrying(attempt)
         except Exception as e:
             if attempts > len(retries):
                 retries.append({"attempt": attempts, "error": _describe(e), "wait_s": None})
@@ -315,11 +317,11 @@ class LiteLLMModel:
                 attempts=attempts,
                 retries=retries,
             ) from e
-        reply = self._to_reply(resp, latency)
+        reply = self._to_reply(resp, latency_s=time.monotonic() - t_start)
         reply.extra.update(
             attempts=attempts,
             retries=retries,
-            wall_s=round(time.monotonic() - t_start, 4),
+            request_s=round(request_s, 4),
             dropped_messages=len(messages) - len(sent),
         )
         return reply
@@ -329,7 +331,7 @@ class LiteLLMModel:
         message = getattr(choice, "message", None)
         text = getattr(message, "content", None) or ""
         usage = getattr(resp, "usage", None)
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = {"response_id": getattr(resp, "id", None)}
         details = getattr(usage, "completion_tokens_details", None)
         if getattr(details, "reasoning_tokens", None):
             extra["reasoning_tokens"] = details.reasoning_tokens

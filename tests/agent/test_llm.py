@@ -217,3 +217,50 @@ def test_scripted_model_replays_and_raises():
     with pytest.raises(LLMError, match="script exhausted"):
         m.complete(MSGS)
     assert len(m.calls) == 4 and m.calls[0] == MSGS
+
+
+def test_the_loop_through_litellm_and_the_fake_server(fake_llm, tmp_path, monkeypatch):
+    from agent.loop import SolveConfig, solve
+    from agent.store import Store
+    from evaluator.fake import ScriptedEvaluator, canned
+    from problems import resolve
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-should-not-be-stored")
+    block = "```python\nimport torch\n\nclass ModelNew(torch.nn.Module):\n    pass\n```"
+    fake_llm.add(
+        rate_limited(0.01),
+        reply(block, tokens_in=900, tokens_out=80),
+        "no code, sorry",
+        empty_message(),
+        block,
+    )
+    cfg = LLMConfig(model="openai/whatever", api_base=fake_llm.openai_base, backoff_initial_s=0.01)
+    model = LiteLLMModel(cfg)
+    evaluator = ScriptedEvaluator(
+        [canned("compile_error", message="nvcc: error: boom"), canned("correct", 1.4)]
+    )
+    with Store(tmp_path / "kb.sqlite") as store:
+        run_id = solve(
+            resolve("toy/relu"), SolveConfig(turns=4, gpu_name="H200", arch="9.0"), model, evaluator, store
+        )
+        (traj,) = store.trajectories(run_id)
+        turns = store.turns(traj["id"])
+        run = store.get_run(run_id)
+    assert traj["outcome"] == "turn_budget" and traj["best_speedup"] == 1.4
+    assert [t["status"] for t in turns] == ["compile_error", "no_code", "no_code", "correct"]
+    assert turns[0]["tokens_in"] == 900 and turns[0]["model_answered"] == "whatever"
+    assert (
+        turns[0]["llm_json"]["attempts"] == 2
+        and "RateLimitError" in turns[0]["llm_json"]["retries"][0]["error"]
+    )
+    assert turns[2]["response"] == ""
+    # the feedback turns as the server received them
+    bodies = [r.body for r in fake_llm.requests]
+    assert len(bodies) == 5 and bodies[0] == bodies[1]
+    assert [m["role"] for m in bodies[2]["messages"]] == ["system", "user", "assistant", "user"]
+    assert "nvcc: error: boom" in bodies[2]["messages"][3]["content"]
+    assert (
+        "no code" in bodies[3]["messages"][4]["content"]
+        and "class ModelNew" in bodies[3]["messages"][5]["content"]
+    )
+    assert "sk-secret" not in str(run["config"]) and run["config"]["llm"]["model"] == "openai/whatever"

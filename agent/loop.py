@@ -1,0 +1,361 @@
+"""The agent loop: problem -> model -> code -> evaluator -> feedback -> model ..., every turn stored.
+
+`solve(problems, config, model, evaluator, store)` creates a run with one trajectory per (problem,
+sample), then runs each trajectory for up to `config.turns` turns. A turn, top to bottom:
+
+    start the turn in the store (the messages about to be sent)
+    ask the model                        -> the raw reply is stored the moment it arrives
+    extract the candidate (`ModelNew`)   -> no code: "no_code" and a feedback asking for a code block
+    evaluate it                          -> an `EvalResult`
+    store the evaluation and the feedback rendered from it
+    append the reply and the feedback to the conversation
+
+Every trajectory ends with a named outcome, written in a `finally`: `turn_budget` (all turns done),
+`token_budget`, `cost_budget`, `model_error` (the model failed after retries), `interrupted`
+(Ctrl-C), or `error` (a bug: the exception is re-raised).
+
+`resume(run_ref, model, evaluator, store)` continues a run that was stopped: a turn whose reply is
+stored but not evaluated is evaluated without asking the model again; a turn cut off before the reply
+arrived is asked again; finished trajectories are left alone.
+
+The model, the evaluator and the store are passed in; the fakes (`agent.llm.ScriptedModel`,
+`evaluator.fake.ScriptedEvaluator`) make a dry run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.extract import extract_code
+from agent.feedback import feedback_for, initial_messages
+from agent.llm import LLMError, LLMReply, Model
+from agent.store import Store
+from evaluator import Evaluator
+from evaluator.result import EvalResult
+from problems import Problem
+
+log = logging.getLogger(__name__)
+
+CONTEXTS = ("full", "last")
+BACKENDS = ("cuda", "triton")
+
+
+@dataclass
+class SolveConfig:
+    """How to run the loop. Stored with the run (as JSON), so `resume` runs it the same way."""
+
+    turns: int = 5
+    """K: most turns (model calls) per trajectory."""
+    context: str = "full"
+    """What each call sees: "full" (the whole conversation so far) or "last" (the system and task
+    prompts plus only the previous reply and its feedback)."""
+    samples: int = 1
+    """Independent trajectories per problem (use a temperature above 0 for them to differ)."""
+    backend: str = "cuda"
+    """"cuda" (load_inline) or "triton": which task prompt and worked example the model gets."""
+    precision: str = "fp32"
+    """"fp32", "fp16" or "bf16": quoted in the task prompt with its tolerance. Evaluate with the same."""
+    gpu_name: str | None = None
+    """The GPU named in the task prompt; None detects it (torch.cuda) when the run starts."""
+    arch: str | None = None
+    """Its compute capability ("9.0"); None detects it with `gpu_name`."""
+    token_budget: int | None = None
+    """Most tokens (prompt + completion, summed over turns) one trajectory may use; checked before each
+    model call, so the last call may go over it. None: no limit."""
+    cost_budget_usd: float | None = None
+    """Most US dollars the whole run may spend on model calls; checked before each call. Calls whose
+    cost litellm cannot price count as 0. None: no limit."""
+    run_name: str | None = None
+    """A readable, unique name for the run; None lets the store make one from the model and the time."""
+
+    def __post_init__(self) -> None:
+        if self.turns < 1:
+            raise ValueError(f"turns must be 1 or more, got {self.turns}")
+        if self.samples < 1:
+            raise ValueError(f"samples must be 1 or more, got {self.samples}")
+        if self.context not in CONTEXTS:
+            raise ValueError(f"unknown context {self.context!r}; choose one of {', '.join(CONTEXTS)}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"unknown backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SolveConfig:
+        """Rebuild from a stored dict, ignoring keys this version does not know."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass
+class TurnEvent:
+    """What `on_turn` receives after each stored turn (for progress display)."""
+
+    run_id: str
+    trajectory_id: int
+    problem: str  # the problem key, "2/40"
+    sample: int
+    idx: int  # 1-based turn index
+    status: str  # an evaluator status, or "no_code"
+    speedup: float | None  # reference time / candidate time, when correct and timed
+    tokens_in: int | None
+    tokens_out: int | None
+    cost_usd: float | None
+    result: EvalResult | None = field(default=None, repr=False)
+
+
+OnTurn = Callable[[TurnEvent], None]
+
+
+def solve(
+    problems: Iterable[Problem],
+    config: SolveConfig,
+    model: Model,
+    evaluator: Evaluator,
+    store: Store,
+    on_turn: OnTurn | None = None,
+) -> str:
+    """Run the loop over `problems` and return the run id.
+
+    All trajectories are created first (so a stopped run can be resumed in full), then run in order.
+    The run ends `finished`, `interrupted` (KeyboardInterrupt, re-raised) or `failed` (any other
+    exception, re-raised); model errors and budgets end a trajectory, not the run.
+    """
+    problems = list(problems)
+    if not (config.gpu_name and config.arch):
+        config = dataclasses.replace(config, **_detect_target(config))
+    run_config = {**dataclasses.asdict(config), "llm": _llm_settings(model)}
+    run_id = store.create_run(config.run_name, run_config, model.name, config.backend, config.precision)
+    jobs = [(store.create_trajectory(run_id, p, s), p, s) for p in problems for s in range(config.samples)]
+    log.info("run %s: %d problems x %d samples with %s", run_id, len(problems), config.samples, model.name)
+    _run(_Run(run_id, config, model, evaluator, store, on_turn), jobs)
+    return run_id
+
+
+def resume(
+    run_ref: str,
+    model: Model,
+    evaluator: Evaluator,
+    store: Store,
+    on_turn: OnTurn | None = None,
+    *,
+    retry_model_errors: bool = False,
+) -> str:
+    """Continue run `run_ref` (id or name) where it stopped; return the run id.
+
+    Runs the trajectories without an outcome or stopped by an interrupt (and, with
+    `retry_model_errors`, those that ended in a model error), with the run's stored config. Never
+    asks the model again for a reply already stored. Raises StoreError for an unknown run.
+    """
+    run = store.get_run(run_ref)
+    config = SolveConfig.from_dict(run["config"] or {})
+    todo = {t["id"]: t for t in store.unfinished_trajectories(run["id"])}
+    if retry_model_errors:
+        todo.update({t["id"]: t for t in store.trajectories(run["id"]) if t["outcome"] == "model_error"})
+    jobs = [(t["id"], store.problem_of(t), t["sample"]) for t in sorted(todo.values(), key=lambda t: t["id"])]
+    log.info("run %s: resuming %d trajectories", run["id"], len(jobs))
+    ctx = _Run(run["id"], config, model, evaluator, store, on_turn)
+    ctx.cost_usd = sum(t["cost_usd"] or 0.0 for t in store.turn_summaries(run["id"]))
+    ctx.hardware_recorded = bool(run.get("gpu"))
+    store.set_run_status(run["id"], "running")
+    _run(ctx, jobs)
+    return run["id"]
+
+
+@dataclass
+class _Run:
+    """What the trajectories of one run share: its settings, the seams, and the money spent so far."""
+
+    run_id: str
+    config: SolveConfig
+    model: Model
+    evaluator: Evaluator
+    store: Store
+    on_turn: OnTurn | None
+    cost_usd: float = 0.0
+    hardware_recorded: bool = False
+
+
+def _run(ctx: _Run, jobs: Sequence[tuple[int, Problem, int]]) -> None:
+    status = "failed"
+    try:
+        for traj_id, problem, sample in jobs:
+            run_trajectory(ctx, traj_id, problem, sample)
+        status = "finished"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    finally:
+        ctx.store.set_run_status(ctx.run_id, status)
+        log.info("run %s: %s", ctx.run_id, status)
+
+
+def run_trajectory(ctx: _Run, traj_id: int, problem: Problem, sample: int) -> str:
+    """Run (or continue) one trajectory and return its outcome, which is stored whatever happens."""
+    outcome = "error"
+    try:
+        outcome = _turns(ctx, traj_id, problem, sample)
+    except KeyboardInterrupt:
+        outcome = "interrupted"
+        raise
+    finally:
+        ctx.store.finish_trajectory(traj_id, outcome)
+        log.info("%s sample %d: %s", problem.key, sample, outcome)
+    return outcome
+
+
+def _turns(ctx: _Run, traj_id: int, problem: Problem, sample: int) -> str:
+    cfg, store = ctx.config, ctx.store
+    stored = store.turns(traj_id)
+    done = _evaluated_prefix(stored)
+    history = _history(stored, done) or initial_messages(
+        problem, cfg.backend, cfg.gpu_name or "an NVIDIA GPU", cfg.arch or "unknown", cfg.precision
+    )
+    tokens = sum((t["tokens_in"] or 0) + (t["tokens_out"] or 0) for t in stored)
+    by_idx = {t["idx"]: t for t in stored}
+
+    for idx in range(len(done) + 1, cfg.turns + 1):
+        row = by_idx.get(idx)
+        if row is not None and row["response"] is not None:  # answered before a stop: evaluate, don't re-ask
+            turn_id, reply = row["id"], _reply_from_row(row)
+        else:
+            if cfg.token_budget is not None and tokens >= cfg.token_budget:
+                return "token_budget"
+            if cfg.cost_budget_usd is not None and ctx.cost_usd >= cfg.cost_budget_usd:
+                return "cost_budget"
+            sent = _context(history, cfg.context)
+            turn_id = store.start_turn(traj_id, idx, sent)
+            try:
+                reply = ctx.model.complete(sent)
+            except LLMError as e:
+                log.warning("%s sample %d turn %d: model error: %s", problem.key, sample, idx, e)
+                store.record_evaluation(
+                    turn_id, code=None, status="model_error", eval_result=None, feedback=None
+                )
+                return "model_error"
+            store.record_response(
+                turn_id,
+                reply.text,
+                tokens_in=reply.tokens_in,
+                tokens_out=reply.tokens_out,
+                cost_usd=reply.cost_usd,
+                latency_s=reply.latency_s,
+                model_answered=reply.model,
+                finish_reason=reply.finish_reason,
+                extra=reply.extra,
+            )
+            tokens += (reply.tokens_in or 0) + (reply.tokens_out or 0)
+            ctx.cost_usd += reply.cost_usd or 0.0
+
+        code = extract_code(reply.text)
+        result = ctx.evaluator.evaluate(problem, code) if code is not None else None
+        feedback = feedback_for(result, no_code=result is None, truncated=reply.finish_reason == "length")
+        status = str(result.status) if result is not None else "no_code"
+        store.record_evaluation(
+            turn_id,
+            code=code,
+            status=status,
+            eval_result=result.to_dict() if result is not None else None,
+            feedback=feedback,
+        )
+        _record_hardware(ctx, result)
+        history += [{"role": "assistant", "content": reply.text}, {"role": "user", "content": feedback}]
+        if ctx.on_turn is not None:
+            speedup = result.speedup if result is not None and result.correct else None
+            ctx.on_turn(
+                TurnEvent(
+                    run_id=ctx.run_id,
+                    trajectory_id=traj_id,
+                    problem=problem.key,
+                    sample=sample,
+                    idx=idx,
+                    status=status,
+                    speedup=speedup,
+                    tokens_in=reply.tokens_in,
+                    tokens_out=reply.tokens_out,
+                    cost_usd=reply.cost_usd,
+                    result=result,
+                )
+            )
+    return "turn_budget"
+
+
+# -- helpers ----------------------------------------------------------------------------------------------
+def _evaluated_prefix(stored: list[dict]) -> list[dict]:
+    """The leading turns that are finished (evaluated, or no code); a model-error turn is not."""
+    done = []
+    for t in stored:
+        if t["status"] is None or t["status"] == "model_error" or t["response"] is None:
+            break
+        done.append(t)
+    return done
+
+
+def _history(stored: list[dict], done: list[dict]) -> list[dict]:
+    """The whole conversation rebuilt from stored turns: the first turn's system and task messages
+    (as sent then), then each finished turn's reply and feedback. Empty when nothing was stored."""
+    if not stored:
+        return []
+    history = [dict(m) for m in stored[0]["messages"][:2]]
+    for t in done:
+        history += [
+            {"role": "assistant", "content": t["response"]},
+            {"role": "user", "content": t["feedback"] or ""},
+        ]
+    return history
+
+
+def _context(history: list[dict], context: str) -> list[dict]:
+    """What the model is sent: all of `history`, or for "last" the first two messages and the last exchange."""
+    if context == "last" and len(history) > 4:
+        return history[:2] + history[-2:]
+    return list(history)
+
+
+def _reply_from_row(row: dict) -> LLMReply:
+    return LLMReply(
+        text=row["response"],
+        tokens_in=row["tokens_in"],
+        tokens_out=row["tokens_out"],
+        cost_usd=row["cost_usd"],
+        latency_s=row["latency_s"],
+        model=row["model_answered"],
+        finish_reason=row["finish_reason"],
+        extra=row.get("llm_json") or {},
+    )
+
+
+def _record_hardware(ctx: _Run, result: EvalResult | None) -> None:
+    if ctx.hardware_recorded or result is None or not result.hardware.gpu_name:
+        return
+    ctx.store.set_run_hardware(ctx.run_id, dataclasses.asdict(result.hardware))
+    ctx.hardware_recorded = True
+
+
+def _llm_settings(model: Model) -> dict[str, Any]:
+    """The model's settings for the run record, without its API key."""
+    config = getattr(model, "config", None)
+    settings = dataclasses.asdict(config) if dataclasses.is_dataclass(config) else {}
+    settings.pop("api_key", None)
+    return {"name": model.name, "class": type(model).__name__, **settings}
+
+
+def _detect_target(config: SolveConfig) -> dict[str, str]:
+    """The GPU name and compute capability for the task prompt, from torch.cuda (imported here only)."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            major, minor = torch.cuda.get_device_capability()
+            return {
+                "gpu_name": config.gpu_name or torch.cuda.get_device_name(),
+                "arch": config.arch or f"{major}.{minor}",
+            }
+    except Exception as e:  # no torch, or a broken CUDA setup: the prompt says less
+        log.warning("could not detect the GPU (%s); the task prompt will not name it", e)
+    return {"gpu_name": config.gpu_name or "an NVIDIA GPU", "arch": config.arch or "unknown"}
+
+
+__all__ = ["CONTEXTS", "OnTurn", "SolveConfig", "TurnEvent", "resume", "run_trajectory", "solve"]
