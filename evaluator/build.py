@@ -6,6 +6,12 @@ Candidates build their own CUDA extensions by calling `torch.utils.cpp_extension
 * gets a unique extension name (the candidate's name plus a hash of its sources and flags), so two
   candidates never share a build and an identical source reuses its own earlier build;
 * builds in the evaluator's build directory, never in the user's `~/.cache/torch_extensions`;
+* compiles the CUDA half against `torch/types.h` (which load_inline puts first in every .cu anyway)
+  instead of the `torch/extension.h` that candidates habitually include there: nvcc parses torch's
+  headers three times (cudafe++, cicc, the host compiler), and extension.h doubles that work with
+  pybind11, Python and the C++ frontend, which device code does not use. Measured on a 2-core machine:
+  a one-kernel .cu builds in 36 s instead of 81 s. A build that then fails for want of a declaration is
+  retried with the candidate's sources unchanged, so the contract is the same;
 * uses a precompiled `torch/extension.h` for the C++ half (`use_pch=True`, GCC only) and all cores;
 * reports the compiler's first errors, with the offending source line, instead of ninja's whole log.
 
@@ -152,6 +158,24 @@ def _syntax_check(sources: list[str], cuda_sources: list[str], flags: dict, work
             raise BuildError("the extension failed to compile", parse_compiler_errors(log, workdir), trim_log(log))
 
 
+_EXTENSION_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]torch/extension\.h[>"][ \t]*$', re.MULTILINE)
+# errors that can come from a header the light include does not bring in (then the build is retried as given)
+_MISSING_DECL = re.compile(
+    r"is undefined|has no member|not a member|was not declared|incomplete type|no instance of|pybind|"
+    r"cannot open source file|No such file",
+    re.IGNORECASE,
+)
+
+
+def lighten_cuda_sources(cuda_sources: list[str]) -> list[str] | None:
+    """The CUDA sources with `#include <torch/extension.h>` dropped (load_inline already puts
+    `#include <torch/types.h>` first), or None when there is nothing to drop or the sources use pybind11."""
+    text = "\n".join(cuda_sources)
+    if not _EXTENSION_INCLUDE.search(text) or re.search(r"pybind11|PYBIND11_|\bpy::", text):
+        return None
+    return [_EXTENSION_INCLUDE.sub("// kb-agent: torch/extension.h -> torch/types.h (prepended)", src) for src in cuda_sources]
+
+
 class LoadInlineWrapper:
     """Replaces `torch.utils.cpp_extension.load_inline` inside the evaluator's child (see module doc).
 
@@ -177,22 +201,46 @@ class LoadInlineWrapper:
         cpp, cu = as_list(cpp_sources), as_list(cuda_sources)
         flag_keys = ("functions", "extra_cflags", "extra_cuda_cflags", "extra_ldflags", "extra_include_paths")
         uname = f"{re.sub(r'[^A-Za-z0-9_]', '_', str(name))}_{_digest(self.salt, cpp, cu, [kwargs.get(k) for k in flag_keys], args)}"
-        build_dir = self.build_root / uname
-        build_dir.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
-        cached = any(build_dir.glob("*.so"))
+        cached = any((self.build_root / uname).glob("*.so")) or any((self.build_root / (uname + "_l")).glob("*.so"))
         if not self.cuda_torch and cu:
-            _syntax_check(cpp, cu, kwargs, build_dir, self.arch)
+            check_dir = self.build_root / uname
+            check_dir.mkdir(parents=True, exist_ok=True)
+            light = lighten_cuda_sources(cu)
+            try:
+                _syntax_check(cpp, light or cu, kwargs, check_dir, self.arch)
+            except BuildError as e:
+                if light is None or not any(_MISSING_DECL.search(err) for err in e.errors):
+                    raise
+                _syntax_check(cpp, cu, kwargs, check_dir, self.arch)
             raise CudaUnavailable(
                 "this machine's torch has no CUDA: the CUDA sources passed an nvcc compile check "
                 f"(sm_{self.arch.replace('.', '')}) but cannot be built into a module or run here"
             )
-        kwargs["build_directory"] = str(build_dir)
         kwargs["verbose"] = False
         if self.cuda_torch and os.access(Path(self.ce._TORCH_PATH) / "include" / "torch", os.W_OK):
             kwargs.setdefault("use_pch", True)  # the .gch lives beside torch's headers, built once per machine
+        light = lighten_cuda_sources(cu) if cu else None
+        if light is not None:
+            try:
+                module = self._build(name, uname + "_l", cpp, light, args, kwargs)
+                self.builds.append({"name": str(name), "seconds": time.perf_counter() - t0, "cached": cached,
+                                    "light_cuda_include": True})  # fmt: skip
+                return module
+            except BuildError as e:
+                if not any(_MISSING_DECL.search(err) for err in e.errors):
+                    raise  # a genuine error: the candidate's own sources would fail the same way
+        module = self._build(name, uname, cpp, cu, args, kwargs)
+        self.builds.append({"name": str(name), "seconds": time.perf_counter() - t0, "cached": cached,
+                            "light_cuda_include": False})  # fmt: skip
+        return module
+
+    def _build(self, name, uname: str, cpp: list[str], cu: list[str], args, kwargs):
+        build_dir = self.build_root / uname
+        build_dir.mkdir(parents=True, exist_ok=True)
+        kwargs = {**kwargs, "build_directory": str(build_dir)}
         try:
-            module = self.original(uname, cpp, cu, *args, **kwargs)
+            return self.original(uname, cpp, cu, *args, **kwargs)
         except RuntimeError as e:
             log = str(e)
             if "Error building extension" in log or "error" in log.lower():
@@ -200,5 +248,3 @@ class LoadInlineWrapper:
                     f"building extension {name!r} failed", parse_compiler_errors(log, build_dir), trim_log(log)
                 ) from None
             raise
-        self.builds.append({"name": str(name), "seconds": time.perf_counter() - t0, "cached": cached})
-        return module

@@ -55,7 +55,9 @@ def child_env(settings: EvalSettings, workdir: Path, build_root: Path) -> dict[s
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
     env["TORCH_EXTENSIONS_DIR"] = str(build_root)
-    env["TRITON_CACHE_DIR"] = str(workdir / "triton_cache")
+    # Triton's cache is keyed by a hash of the kernel source and options, so sharing it with the build
+    # cache is as safe as the extension builds' hash-keyed directories
+    env["TRITON_CACHE_DIR"] = str((build_root if settings.reuse_builds else workdir) / "triton_cache")
     env.setdefault("MAX_JOBS", str(os.cpu_count() or 4))
     if settings.device == "cpu":
         env["TRITON_INTERPRET"] = "1"  # Triton runs on CPU tensors only under its interpreter

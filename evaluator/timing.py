@@ -85,23 +85,45 @@ def time_parity(
     return times
 
 
-def _capture(fn: Callable[..., Any], args: Sequence[Any]) -> torch.cuda.CUDAGraph | None:
-    """A CUDA graph of one call, or None when the model cannot be captured (syncs, host reads, ...)."""
+def _capture(fn: Callable[..., Any], args: Sequence[Any], atol: float, rtol: float) -> torch.cuda.CUDAGraph | None:
+    """A CUDA graph of one call, or None when the model cannot be captured faithfully.
+
+    Capture fails loudly for some models (host syncs, host reads) and silently for others: a kernel launched
+    on the legacy default stream is not recorded (its launch error goes unchecked), so the graph would
+    replay nothing. So the graph is checked: its output buffers are poisoned, the graph replayed, and the
+    result compared with an eager call on the same inputs.
+    """
+    from evaluator.compare import compare_outputs, flatten_outputs
+
     try:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.no_grad(), torch.cuda.stream(side):
-            for _ in range(2):  # warm up on a side stream, as CUDA graph capture requires
-                fn(*args)
-        torch.cuda.current_stream().wait_stream(side)
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.no_grad(), torch.cuda.graph(graph):
-            fn(*args)
-        torch.cuda.synchronize()
+        with torch.no_grad():
+            expected = fn(*args)
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(2):  # warm up on a side stream, as CUDA graph capture requires
+                    fn(*args)
+            torch.cuda.current_stream().wait_stream(side)
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                static_out = fn(*args)
+            torch.cuda.synchronize()
+            for t in flatten_outputs(static_out):
+                if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex()):
+                    t.fill_(float("nan"))
+                elif isinstance(t, torch.Tensor):
+                    t.fill_(-12345)
+            graph.replay()
+            torch.cuda.synchronize()
+        if not compare_outputs(expected, static_out, atol, rtol, trial=0, seed=0).passed:
+            return None
         return graph
     except Exception:
-        torch.cuda.synchronize()
+        try:
+            torch.cuda.synchronize()
+        except Exception:
+            pass
         return None
 
 
@@ -124,10 +146,19 @@ def _events_loop(call: Callable[[], Any], *, warmup: int, trials: int, flusher: 
 
 
 def time_device(
-    fns: dict[str, tuple[Callable[..., Any], Sequence[Any]]], *, warmup: int, trials: int, flusher: L2Flusher
+    fns: dict[str, tuple[Callable[..., Any], Sequence[Any]]],
+    *,
+    warmup: int,
+    trials: int,
+    flusher: L2Flusher,
+    atol: float,
+    rtol: float,
 ) -> tuple[str, dict[str, list[float]]]:
-    """Device-time figures for several models with one shared method; returns (method, times by key)."""
-    graphs = {k: _capture(fn, args) for k, (fn, args) in fns.items()}
+    """Device-time figures for several models with one shared method; returns (method, times in ms by key).
+
+    `atol`/`rtol` are the tolerances a graph replay must reproduce the eager output within.
+    """
+    graphs = {k: _capture(fn, args, atol, rtol) for k, (fn, args) in fns.items()}
     if all(g is not None for g in graphs.values()):
         return "cuda_graph_replay", {
             k: _events_loop(g.replay, warmup=warmup, trials=trials, flusher=flusher) for k, g in graphs.items()

@@ -281,7 +281,7 @@ class Evaluation:
                 if st.device_timing:
                     method, times = timing.time_device(
                         {"reference": (self.ref_model, ref_in), "candidate": (self.new_model, new_in)},
-                        warmup=st.warmup, trials=st.timed_trials, flusher=flusher,
+                        warmup=st.warmup, trials=st.timed_trials, flusher=flusher, atol=self.atol, rtol=self.rtol,
                     )  # fmt: skip
                     info.device_method = method
                     info.device_reference = timing.stats(times["reference"])

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -25,6 +24,10 @@ def _has_cuda() -> bool:
         return torch.cuda.is_available()
     except Exception:
         return False
+
+
+if not _has_cuda():  # Triton kernels defined in this process run on CPU tensors only under the interpreter
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,0 +1,88 @@
+"""Wall time of each evaluation stage, cold and with a warm build cache, on a GPU machine.
+
+    python tests/bench/bench_eval_stages.py [--json OUT.json]
+
+Prints, for a one-line CUDA kernel (load_inline) and a small Triton kernel on toy/relu:
+* the plain `load_inline` build of the same kernel in a fresh process (no evaluator, no PCH);
+* evaluate() with an empty build cache (cold), then again with the same cache (warm).
+The first cold CUDA run on a machine also builds the precompiled torch/extension.h (once per machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from evaluator import EvalSettings, evaluate  # noqa: E402
+from problems import resolve_one  # noqa: E402
+
+CAND = ROOT / "tests" / "candidates"
+
+PLAIN = r"""
+import sys, time, torch
+from torch.utils.cpp_extension import load_inline
+src = sys.argv[1]
+t = time.perf_counter()
+ns = {}
+cuda_src = src.split('cuda_src = r\"\"\"')[1].split('\"\"\"')[0]
+m = load_inline(name="plain_relu_%d" % int(time.time()), cpp_sources="torch::Tensor relu(torch::Tensor x);",
+                cuda_sources=cuda_src, functions=["relu"], build_directory=sys.argv[2])
+print(time.perf_counter() - t)
+"""
+
+
+def plain_build_seconds(src: str) -> float:
+    with tempfile.TemporaryDirectory() as d:
+        out = subprocess.run([sys.executable, "-c", PLAIN, src, d], capture_output=True, text=True, check=True)
+        return float(out.stdout.strip().splitlines()[-1])
+
+
+def pch_present() -> bool:
+    import torch.utils.cpp_extension as ce
+
+    return (Path(ce._TORCH_PATH) / "include" / "torch" / "extension.h.gch").exists()
+
+
+def one(name: str, tag: str, build_dir: str) -> dict:
+    os.environ["KB_BUILD_DIR"] = build_dir
+    t = time.perf_counter()
+    r = evaluate(resolve_one("toy/relu"), (CAND / f"{name}.py").read_text(), EvalSettings())
+    row = {"candidate": name, "run": tag, "status": str(r.status), "wall_s": time.perf_counter() - t,
+           "pch_before": None, **{f"{k}_s": v for k, v in r.stages.items()}, "compile_s": r.compile.seconds}  # fmt: skip
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    rows = []
+    src = (CAND / "cuda_relu.py").read_text()
+    rows.append({"candidate": "cuda_relu", "run": "plain load_inline (no evaluator)", "compile_s": plain_build_seconds(src)})
+    for name in ("cuda_relu", "triton_relu"):
+        with tempfile.TemporaryDirectory() as cache:
+            pch = pch_present()
+            rows.append(one(name, "cold" + ("" if pch or name != "cuda_relu" else " (+ builds PCH once)"), cache))
+            rows.append(one(name, "warm", cache))
+        if name == "cuda_relu":
+            with tempfile.TemporaryDirectory() as cache:
+                rows.append(one(name, "cold (PCH present)", cache))
+    cols = ["candidate", "run", "status", "setup_s", "build_s", "compile_s", "correctness_s", "timing_s", "total_s"]
+    print(" | ".join(f"{c:>18}" for c in cols))
+    for r in rows:
+        print(" | ".join(f"{r[c]:>18.2f}" if isinstance(r.get(c), float) else f"{str(r.get(c, '')):>18}" for c in cols))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""The evaluator on a real GPU (run on the H200 machine: `pytest -q -m gpu tests/evaluator`)."""
+
+from pathlib import Path
+
+import pytest
+
+from evaluator import EvalSettings, Status, evaluate
+from problems import resolve_one
+
+pytestmark = pytest.mark.gpu
+CANDIDATES = Path(__file__).resolve().parent.parent / "candidates"
+
+
+def run(name: str, problem: str, **kw):
+    return evaluate(resolve_one(problem), (CANDIDATES / f"{name}.py").read_text(), EvalSettings(**kw))
+
+
+def _report(tag, r):
+    t = r.timing
+    print(
+        f"\n{tag}: {r.status} speedup {r.speedup:.3f} (ref {r.ref_runtime_ms:.3f} ms, cand {r.runtime_ms:.3f} ms); "
+        f"device {t.device_method} speedup {t.device_speedup:.3f}; stages "
+        + ", ".join(f"{k} {v:.1f}s" for k, v in r.stages.items())
+    )
+
+
+@pytest.mark.parametrize("name", ["cuda_relu", "triton_relu"])
+def test_correct_kernels_on_L1_19_relu(kb_dataset, name):
+    r = run(name, "1/19")
+    assert r.status == Status.CORRECT, r.message
+    assert r.hardware.gpu_name and r.hardware.compute_capability
+    assert r.timing.method == "cuda_event_sync" and r.timing.candidate.trials == 100
+    assert r.timing.settings["l2_flush_bytes"] >= 2 * (r.hardware.l2_bytes or 0)
+    assert r.profile is not None and r.profile.custom_kernel_ran
+    assert r.speedup > 0.3  # a ReLU kernel is memory-bound: roughly on par with PyTorch's
+    _report(name, r)
+
+
+def test_illegal_memory_access_is_contained_and_the_next_candidate_is_correct(kb_dataset):
+    r = run("cuda_illegal_access", "toy/relu")
+    assert r.status == Status.RUNTIME_ERROR, r.message
+    assert "illegal memory access" in r.message.lower() or "cuda error" in r.message.lower()
+    r2 = run("cuda_relu", "toy/relu")
+    assert r2.status == Status.CORRECT, r2.message
+
+
+def test_L1_95_reference_keeps_integer_targets(kb_dataset):
+    r = run("torch_passthrough", "1/95")
+    assert r.status == Status.CORRECT, r.message
+    assert r.profile is not None and not r.profile.custom_kernel_ran  # only library kernels ran
