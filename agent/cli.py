@@ -52,7 +52,10 @@ def _expected_errors() -> tuple[type[Exception], ...]:
     from agent.store import StoreError
     from problems import ProblemError
 
-    return (ProblemError, UsageError, StoreError, ReportError)
+    errors: tuple[type[Exception], ...] = (ProblemError, UsageError, StoreError, ReportError)
+    if "agent.llm" in sys.modules:  # only commands that talk to a model import it
+        errors += (sys.modules["agent.llm"].LLMError,)
+    return errors
 
 
 def _version_callback(value: bool) -> None:
@@ -236,6 +239,90 @@ def eval_cmd(
         from agent.render import eval_summary
 
         out.print(eval_summary(result))
+
+
+@app.command("solve")
+def solve_cmd(
+    problem: Annotated[
+        str | None, typer.Option("--problem", "-p", help="2/40, a level, 1/1-10,95, toy/relu or a path.")
+    ] = None,
+    turns: Annotated[int, typer.Option(help="K: turns (model calls) per trajectory.")] = 5,
+    model: Annotated[
+        str | None, typer.Option(help="A litellm model string: openai/…, anthropic/…, ollama/…, hosted_vllm/….")
+    ] = None,
+    api_base: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
+    backend: Annotated[str, typer.Option(help="cuda (load_inline) or triton.")] = "cuda",
+    device: Annotated[str, typer.Option(help="cuda, or cpu for dry runs (Triton under the interpreter).")] = "cuda",
+    precision: Annotated[str, typer.Option(help="fp32, fp16 or bf16.")] = "fp32",
+    temperature: Annotated[float | None, typer.Option(help="Sampling temperature (provider default if unset).")] = None,
+    max_tokens: Annotated[int, typer.Option(help="Most completion tokens per reply.")] = 8192,
+    reasoning_effort: Annotated[
+        str | None, typer.Option(help="Passed through to reasoning models (low, medium, high).")
+    ] = None,
+    samples: Annotated[int, typer.Option(help="Independent trajectories per problem.")] = 1,
+    context: Annotated[str, typer.Option(help="full (whole conversation) or last (first prompt + last turn).")] = "full",
+    token_budget: Annotated[int | None, typer.Option(help="Most tokens per trajectory.")] = None,
+    cost_budget: Annotated[float | None, typer.Option(help="Most US dollars for the whole run.")] = None,
+    run_name: Annotated[str | None, typer.Option(help="A unique, readable name for the run.")] = None,
+    resume_run: Annotated[
+        str | None, typer.Option("--resume", help="Continue this run (id or name) where it stopped.")
+    ] = None,
+    db: DbOpt = None,
+    dataset: DatasetOpt = None,
+) -> None:
+    """The main job: K turns of problem -> LLM -> kernel -> evaluation -> feedback, every turn logged."""
+    import signal
+
+    from agent.llm import LiteLLMModel, LLMConfig
+    from agent.loop import SolveConfig, resume, solve
+    from agent.progress import TurnPrinter
+    from agent.store import Store
+    from evaluator import EvalSettings, LocalEvaluator
+    from problems import resolve
+
+    # a plain `kill` ends the run like Ctrl-C: the trajectory in flight is recorded as interrupted
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    store = Store(db)
+    if resume_run:
+        run = store.get_run(resume_run)
+        config = SolveConfig.from_dict(run["config"] or {})
+        llm = dict(run["config"].get("llm") or {})
+        llm_config = LLMConfig(**{k: v for k, v in llm.items() if k in LLMConfig.__dataclass_fields__})
+        if model:
+            llm_config.model = model
+        if api_base:
+            llm_config.api_base = api_base
+        problems_todo = None
+    else:
+        if not problem or not model:
+            raise UsageError("solve needs --problem and --model (or --resume RUN)")
+        try:
+            config = SolveConfig(turns=turns, context=context, samples=samples, backend=backend,
+                                 precision=precision, device=device, token_budget=token_budget,
+                                 cost_budget_usd=cost_budget, run_name=run_name)  # fmt: skip
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        llm_config = LLMConfig(model=model, api_base=api_base, temperature=temperature, max_tokens=max_tokens,
+                               reasoning_effort=reasoning_effort)  # fmt: skip
+        problems_todo = resolve(problem, dataset)
+    try:
+        settings = EvalSettings(backend=config.backend, device=config.device, precision=config.precision)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if settings.device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError("no CUDA device here; run on a GPU machine, or pass --device cpu --backend triton")
+    lm = LiteLLMModel(llm_config)  # raises MissingKeyError (one line) before any request
+    evaluator = LocalEvaluator(settings)
+    with TurnPrinter(out, total_turns=config.turns) as printer:
+        if resume_run:
+            run_id = resume(resume_run, lm, evaluator, store, on_turn=printer)
+        else:
+            printer.expect(len(problems_todo) * config.samples)
+            run_id = solve(problems_todo, config, lm, evaluator, store, on_turn=printer)
+    out.print(f"run {run_id} finished; `kb-agent report {run_id}` for fast_p", highlight=False)
 
 
 def main() -> None:

@@ -59,6 +59,8 @@ class SolveConfig:
     """"cuda" (load_inline) or "triton": which task prompt and worked example the model gets."""
     precision: str = "fp32"
     """"fp32", "fp16" or "bf16": quoted in the task prompt with its tolerance. Evaluate with the same."""
+    device: str = "cuda"
+    """Where candidates are evaluated: "cuda" or "cpu" (Triton under the interpreter, for dry runs)."""
     gpu_name: str | None = None
     """The GPU named in the task prompt; None detects it (torch.cuda) when the run starts."""
     arch: str | None = None
@@ -347,7 +349,7 @@ def _detect_target(config: SolveConfig) -> dict[str, str]:
     try:
         import torch
 
-        if torch.cuda.is_available():
+        if config.device.startswith("cuda") and torch.cuda.is_available():
             major, minor = torch.cuda.get_device_capability()
             return {
                 "gpu_name": config.gpu_name or torch.cuda.get_device_name(),
