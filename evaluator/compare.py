@@ -14,6 +14,9 @@ import torch
 from evaluator.result import TrialResult
 
 MAX_LISTED_MISMATCHES = 5
+# bound at import, which the worker does before the candidate's code runs: a candidate that replaces
+# torch.allclose does not change the verdict (strict mode also reports the replacement)
+_allclose = torch.allclose
 
 
 def flatten_outputs(out: Any) -> list[Any]:
@@ -50,7 +53,7 @@ def compare_tensors(
         result.nan_actual = int(torch.isnan(a).sum())
         result.inf_actual = int(torch.isinf(a).sum())
     try:
-        passed = bool(torch.allclose(e, a.to(e.dtype) if a.dtype != e.dtype else a, atol=atol, rtol=rtol))
+        passed = bool(_allclose(e, a.to(e.dtype) if a.dtype != e.dtype else a, atol=atol, rtol=rtol))
     except RuntimeError:  # e.g. bool vs float promotion rules
         passed = False
     e64, a64 = e.to(torch.float64), a.to(torch.float64)

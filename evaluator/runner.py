@@ -59,6 +59,10 @@ def child_env(settings: EvalSettings, workdir: Path, build_root: Path) -> dict[s
     # cache is as safe as the extension builds' hash-keyed directories
     env["TRITON_CACHE_DIR"] = str((build_root if settings.reuse_builds else workdir) / "triton_cache")
     env.setdefault("MAX_JOBS", str(os.cpu_count() or 4))
+    # the candidate's home and temporary files live in the evaluation's own directory
+    for var, sub in (("HOME", "home"), ("TMPDIR", "tmp")):
+        (workdir / sub).mkdir(exist_ok=True)
+        env[var] = str(workdir / sub)
     if settings.device == "cpu":
         env["TRITON_INTERPRET"] = "1"  # Triton runs on CPU tensors only under its interpreter
     else:
@@ -151,9 +155,23 @@ def evaluate(problem: Problem, candidate_source: str, settings: EvalSettings) ->
                 start_new_session=True,  # its own session and process group: killpg reaches everything
             )
         os.close(w_fd)
-        done, stage, timed_out = _watch(proc, r_fd, result, stage_limit, limits.start_s)
+        memory_stage = None
+        try:
+            done, stage, timed_out = _watch(
+                proc, r_fd, result, stage_limit, limits.start_s, settings.max_memory_gb * 2**30
+            )
+        except MemoryExceeded as e:
+            done, stage, timed_out, memory_stage = None, e.args[0], False, e.args[0]
     finally:
         os.close(r_fd)
+    if done is not None:  # the verdict is in; anything still running in its group was left behind
+        time.sleep(0.05)
+        leftovers = [p for p in group_members(proc.pid) if p != proc.pid]
+        if leftovers and result.strict is not None:
+            result.strict["checks"]["processes"] = {"passed": False, "detail": f"left {len(leftovers)} process(es) running"}
+            if done["status"] == str(Status.CORRECT):
+                done = {**done, "status": str(Status.REJECTED),
+                        "message": f"rejected by strict mode:\n- processes: left {len(leftovers)} process(es) running"}  # fmt: skip
     _kill_group(proc)
     try:
         proc.wait(timeout=10)
@@ -161,7 +179,11 @@ def evaluate(problem: Problem, candidate_source: str, settings: EvalSettings) ->
         pass
     result.stdout = _read(out_path, settings.max_output_chars)
     result.stderr = _read(err_path, settings.max_output_chars)
-    if timed_out:
+    if memory_stage is not None:
+        result.status = Status.RUNTIME_ERROR
+        result.message = (f"the {memory_stage} stage used more than {settings.max_memory_gb:g} GiB of host memory "
+                          "(the evaluation's whole process group, compilers included) and was killed")  # fmt: skip
+    elif timed_out:
         result.status = Status.TIMEOUT
         result.message = (f"the {stage} stage ran past its {stage_limit[stage]:.0f} s limit and was killed"
                           + (" (a hang or an infinite loop in a kernel?)" if stage != "build" else ""))  # fmt: skip
@@ -176,7 +198,10 @@ def evaluate(problem: Problem, candidate_source: str, settings: EvalSettings) ->
         result.message = done["message"]
     if result.backend == "auto":
         result.backend = result.compile.backend
-    if result.status == Status.CORRECT and result.timing.reference and result.timing.candidate:
+    parity_correct = result.status == Status.CORRECT or (
+        result.strict is not None and result.strict.get("parity_status") == str(Status.CORRECT)
+    )
+    if parity_correct and result.timing.reference and result.timing.candidate:
         result.ref_runtime_ms = result.timing.reference.mean_ms
         result.runtime_ms = result.timing.candidate.mean_ms
         result.speedup = result.timing.speedup
@@ -185,9 +210,43 @@ def evaluate(problem: Problem, candidate_source: str, settings: EvalSettings) ->
     return result
 
 
-def _watch(proc, r_fd, result: EvalResult, stage_limit: dict, first_limit: float):
-    """Read the child's channel until it closes, a stage overruns, or the verdict arrives."""
+def group_members(pgid: int) -> list[int]:
+    """Pids of the live processes in process group `pgid` (Linux /proc; empty elsewhere)."""
+    pids = []
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            fields = stat[stat.rindex(")") + 2 :].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                pids.append(int(entry))
+        except (OSError, ValueError, IndexError):
+            continue
+    return pids
+
+
+def group_rss_bytes(pgid: int) -> int:
+    total = 0
+    for pid in group_members(pgid):
+        try:
+            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+class MemoryExceeded(Exception):
+    pass
+
+
+def _watch(proc, r_fd, result: EvalResult, stage_limit: dict, first_limit: float, max_rss: float):
+    """Read the child's channel until it closes, a stage overruns, or the verdict arrives.
+
+    Also polls the host memory of the child's whole process group (compilers included) once a second and
+    kills the group past `max_rss` bytes (raises MemoryExceeded)."""
     buf = b""
+    last_mem_check = 0.0
     stage, t_stage = "setup", time.perf_counter()
     deadline = t_stage + first_limit
     done = None
@@ -198,6 +257,12 @@ def _watch(proc, r_fd, result: EvalResult, stage_limit: dict, first_limit: float
             result.stages[stage] = time.perf_counter() - t_stage
             return done, stage, True
         ready, _, _ = select.select([r_fd], [], [], min(remaining, 1.0))
+        if time.perf_counter() - last_mem_check >= 1.0:
+            last_mem_check = time.perf_counter()
+            if group_rss_bytes(proc.pid) > max_rss:
+                _kill_group(proc)
+                result.stages[stage] = time.perf_counter() - t_stage
+                raise MemoryExceeded(stage)
         if not ready:
             if proc.poll() is not None and not _pending(r_fd):
                 break
@@ -247,5 +312,7 @@ def _absorb(result: EvalResult, msg: dict) -> None:
         setattr(result, attr, _build(cls, msg[attr]))
         if event == "compile" and msg.get("builds"):
             result.stages["extension_builds"] = sum(b["seconds"] for b in msg["builds"])
+    elif event == "strict":
+        result.strict = msg["strict"]
     elif event == "profile_error":
         log.info("profiling failed: %s", msg.get("message"))

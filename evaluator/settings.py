@@ -45,6 +45,10 @@ class EvalSettings:
             (`$KB_BUILD_DIR`, default ~/.cache/kb-agent/build), so re-evaluating an identical candidate
             skips the build; False builds in the evaluation's temporary directory.
         max_output_chars: the candidate's stdout/stderr are truncated to this many characters.
+        strict: run the strict checks (`evaluator.strict`) beside KernelBench's rules; a failed check
+            makes the status `rejected`. The parity verdict is kept in `EvalResult.strict`.
+        strict_timed_trials: timed calls on fresh input values in strict mode.
+        max_memory_gb: host memory (RSS, GiB) the child's whole process group may use, compilers included.
     """
 
     backend: str = "auto"
@@ -64,6 +68,9 @@ class EvalSettings:
     limits: StageLimits = field(default_factory=StageLimits)
     reuse_builds: bool = True
     max_output_chars: int = 4000
+    strict: bool = True
+    strict_timed_trials: int = 20
+    max_memory_gb: float = 32.0
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:

@@ -29,6 +29,12 @@ import torch
 
 from evaluator.result import TimingStats
 
+# bound at import, which the worker does before the candidate's code runs, so a candidate that replaces
+# them does not change the timing (strict mode also reports the replacement)
+_sync = torch.cuda.synchronize
+_Event = torch.cuda.Event
+_perf_counter = time.perf_counter
+
 PARITY_METHOD = "cuda_event_sync"
 CPU_METHOD = "cpu_perf_counter"
 
@@ -69,17 +75,17 @@ def time_parity(
     with torch.no_grad():
         for _ in range(warmup):
             fn(*args)
-        torch.cuda.synchronize()
+        _sync()
         times = []
         for i in range(discard + trials):
             flusher()
-            torch.cuda.synchronize()
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
+            _sync()
+            start = _Event(enable_timing=True)
+            end = _Event(enable_timing=True)
             start.record()
             fn(*args)
             end.record()
-            torch.cuda.synchronize()
+            _sync()
             if i >= discard:
                 times.append(start.elapsed_time(end))
     return times
@@ -104,24 +110,24 @@ def _capture(fn: Callable[..., Any], args: Sequence[Any], atol: float, rtol: flo
                 for _ in range(2):  # warm up on a side stream, as CUDA graph capture requires
                     fn(*args)
             torch.cuda.current_stream().wait_stream(side)
-            torch.cuda.synchronize()
+            _sync()
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
                 static_out = fn(*args)
-            torch.cuda.synchronize()
+            _sync()
             for t in flatten_outputs(static_out):
                 if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex()):
                     t.fill_(float("nan"))
                 elif isinstance(t, torch.Tensor):
                     t.fill_(-12345)
             graph.replay()
-            torch.cuda.synchronize()
+            _sync()
         if not compare_outputs(expected, static_out, atol, rtol, trial=0, seed=0).passed:
             return None
         return graph
     except Exception:
         try:
-            torch.cuda.synchronize()
+            _sync()
         except Exception:
             pass
         return None
@@ -131,17 +137,17 @@ def _events_loop(call: Callable[[], Any], *, warmup: int, trials: int, flusher: 
     with torch.no_grad():
         for _ in range(warmup):
             call()
-        torch.cuda.synchronize()
+        _sync()
         pairs = []
         for _ in range(trials):
             flusher()
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
+            start = _Event(enable_timing=True)
+            end = _Event(enable_timing=True)
             start.record()
             call()
             end.record()
             pairs.append((start, end))
-        torch.cuda.synchronize()
+        _sync()
     return [s.elapsed_time(e) for s, e in pairs]
 
 
@@ -177,7 +183,46 @@ def time_cpu(fn: Callable[..., Any], args: Sequence[Any], *, warmup: int, trials
             fn(*args)
         times = []
         for _ in range(trials):
-            t0 = time.perf_counter()
+            t0 = _perf_counter()
             fn(*args)
-            times.append((time.perf_counter() - t0) * 1e3)
+            times.append((_perf_counter() - t0) * 1e3)
     return times
+
+
+def time_strict(
+    fn: Callable[..., Any], args: Sequence[Any], *, trials: int, flusher: L2Flusher | None, device: torch.device
+) -> tuple[list[float], list[float], Any]:
+    """Strict-mode timing: fresh input values for every call and a device-wide synchronize in the window.
+
+    Before each call (outside the timed window) every floating-point input gets a small random offset in
+    place, so outputs cached or replayed by input value or address are stale. Each call is timed twice:
+    CUDA events on the current stream, and the host clock from before the call to after
+    `_sync()` (which waits for every stream, so work moved to a side stream or a thread
+    is inside it). Returns (event ms, host ms, the last output).
+    """
+    floats = [a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()]
+    events, host = [], []
+    out = None
+    cuda = device.type == "cuda"
+    with torch.no_grad():
+        for _ in range(trials):
+            for a in floats:
+                a.add_(torch.empty((), device=a.device, dtype=a.dtype).uniform_(-1e-3, 1e-3))
+            if flusher is not None:
+                flusher()
+            if cuda:
+                _sync()
+                start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+                t0 = _perf_counter()
+                start.record()
+                out = fn(*args)
+                end.record()
+                _sync()
+                host.append((_perf_counter() - t0) * 1e3)
+                events.append(start.elapsed_time(end))
+            else:
+                t0 = _perf_counter()
+                out = fn(*args)
+                host.append((_perf_counter() - t0) * 1e3)
+                events.append(host[-1])
+    return events, host, out

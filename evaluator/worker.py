@@ -105,6 +105,14 @@ class Evaluation:
         self.dtype = getattr(torch, _DTYPES[self.settings.precision])
         self.atol, self.rtol = self.settings.tolerance
         self.candidate_file = str(self.workdir / "candidate.py")
+        from evaluator.strict import Checks
+
+        self.strict = self.settings.strict
+        self.checks = Checks()
+        self.strict_info: dict[str, Any] = {}
+        self.guard = None
+        self.monitor = None
+        self.threads_before: set = set()
 
     # -- helpers ------------------------------------------------------------------------------------
     def sync(self) -> None:
@@ -137,10 +145,36 @@ class Evaluation:
         try:
             self.build()
             self.check_correctness()
+            if self.strict:
+                self.strict_trials()
             self.time_and_profile()
-            self.chan.send("done", status=str(Status.CORRECT), message="correct")
+            status, message = Status.CORRECT, "correct"
         except Verdict as v:
-            self.chan.send("done", status=str(v.status), message=v.message)
+            status, message = v.status, v.message
+        if self.strict:
+            status, message = self.strict_verdict(status, message)
+        self.chan.send("done", status=str(status), message=message)
+
+    def strict_verdict(self, status: Status, message: str) -> tuple[Status, str]:
+        """Fold the strict checks into the verdict: a parity-correct candidate that broke a rule is rejected."""
+        from evaluator.strict import live_threads
+
+        checks = self.checks
+        if self.monitor is not None:
+            self.monitor.active = False
+            checks.record("side_effects", not self.monitor.events, "; ".join(dict.fromkeys(self.monitor.events)))
+        if self.guard is not None:
+            changed = self.guard.changed()
+            checks.record("tampering", not changed, "replaced " + ", ".join(changed[:8]) if changed else "")
+        threads = live_threads(self.threads_before)
+        checks.record("threads", not threads, f"left threads running: {', '.join(threads)}" if threads else "")
+        record = {"enabled": True, "parity_status": str(status), "checks": checks.checks, **self.strict_info}
+        if status == Status.CORRECT and checks.failures:
+            status = Status.REJECTED
+            message = "rejected by strict mode:\n" + "\n".join(f"- {f}" for f in checks.failures)
+        record["status"] = str(status)
+        self.chan.send("strict", strict=record)
+        return status, message
 
     def build(self) -> None:
         from evaluator.build import BuildError, CudaUnavailable, LoadInlineWrapper, detect_backend
@@ -160,7 +194,15 @@ class Evaluation:
             salt=(self.torch.__version__, os.environ.get("TORCH_CUDA_ARCH_LIST"), sys.version),
         )  # fmt: skip
         wrapper.install()
+        # the evaluator's own modules are imported (and bind what they use) before any candidate code runs
+        import evaluator.compare
+        import evaluator.profile
+        import evaluator.strict
+        import evaluator.timing  # noqa: F401
+
         Path(self.candidate_file).write_text(self.candidate_src)
+        if self.strict:
+            self.arm_strict_checks(backend)
         t0 = time.perf_counter()
         verdict = None
         try:
@@ -192,6 +234,99 @@ class Evaluation:
             raise verdict
         self.construct_models()
 
+    def arm_strict_checks(self, backend: str) -> None:
+        """Snapshot what the evaluator relies on and start watching side effects, before the candidate's
+        code first runs (its import)."""
+        import threading
+
+        from evaluator.strict import SideEffectMonitor, TamperGuard, guarded_objects, static_findings
+
+        found = static_findings(self.candidate_src)
+        self.checks.record("static", not found, "; ".join(found))
+        self.checks.record("custom_kernel_source", backend != "torch",
+                           "" if backend != "torch" else "no load_inline or Triton kernel in the source")  # fmt: skip
+        self.guard = TamperGuard(guarded_objects(self.torch, self.ref_mod))
+        self.threads_before = {t.ident for t in threading.enumerate()}
+        roots = [self.workdir, self.build_root, os.environ.get("TRITON_CACHE_DIR", self.workdir),
+                 os.environ.get("TMPDIR", self.workdir)]  # fmt: skip
+        self.monitor = SideEffectMonitor([Path(r) for r in roots])
+        self.monitor.install()
+
+    def poison_free_memory(self) -> None:
+        """Fill the CUDA caching allocator's free blocks with NaN, so memory a candidate gets back from it
+        holds no earlier result (the reference's output in particular)."""
+        torch = self.torch
+        if self.device.type != "cuda":
+            return
+        free = torch.cuda.memory_reserved(self.device) - torch.cuda.memory_allocated(self.device)
+        if free > 0:
+            filler = torch.empty(free // 4, dtype=torch.float32, device=self.device)
+            filler.fill_(float("nan"))
+            del filler
+        self.sync()
+
+    def strict_trials(self) -> None:
+        """Extra correctness trials: candidate first on poisoned memory with fresh inputs, then inputs
+        outside the declared distribution; inputs must come back unchanged; outputs must be plain tensors
+        of the reference's dtype within a relative error of the output's own scale."""
+        from evaluator.compare import compare_outputs
+        from evaluator.strict import MAX_RELATIVE_ERROR, alternative_inputs, exact_types, relative_error
+
+        torch = self.torch
+        seed = self.settings.seed + 1_000_003  # not one of the parity trials' seeds
+        set_seed(seed)
+        base = self.prepare(self.ref_mod.get_inputs())
+        trials = [("candidate_first", base), *alternative_inputs(base, torch)]
+        max_rel = MAX_RELATIVE_ERROR[self.settings.precision]
+        for name, inputs in trials:
+            cand_in = self.clone(inputs)
+            before = self.clone(inputs)
+            with torch.no_grad():
+                self.poison_free_memory()
+                try:
+                    actual = self.new_model(*cand_in)
+                    self.sync()
+                except BaseException as e:  # noqa: BLE001
+                    raise self.runtime_verdict(e, f"running the strict trial '{name}'") from None
+                try:
+                    expected = self.ref_model(*self.clone(inputs))
+                    self.sync()
+                except Exception:
+                    continue  # the reference itself does not accept these inputs: no trial
+            changed = [i for i, (a, b) in enumerate(zip(cand_in, before, strict=True))
+                       if isinstance(a, torch.Tensor) and not torch.equal(a, b)]  # fmt: skip
+            self.checks.record("inputs_unchanged", not changed, f"modified input(s) {changed} in place")
+            if name != "candidate_first" and not all(
+                torch.isfinite(t).all() for t in _tensors(expected) if t.is_floating_point()
+            ):
+                continue  # outside the problem's domain: the reference is not finite there
+            bad_type = exact_types(expected, actual)
+            self.checks.record("exact_type", bad_type is None, bad_type or "")
+            r = compare_outputs(expected, actual, self.atol, self.rtol, trial=-1, seed=seed)
+            rel = relative_error(expected, actual)
+            self.checks.record(f"trial_{name}", r.passed,
+                               f"wrong on {name} inputs: {r.problem}, {r.mismatched} of {r.numel} elements "
+                               f"off, max abs diff {r.max_abs_diff}")  # fmt: skip
+            self.checks.record("relative_error", rel is None or rel <= max_rel,
+                               f"relative error {rel:.3g} on {name} inputs exceeds {max_rel:g} (an output that "
+                               "ignores the input's scale, e.g. zeros or a constant?)" if rel is not None else "")  # fmt: skip
+            if name == "candidate_first" and self.device.type == "cuda":
+                self.record_speed_of_light_inputs(inputs, expected)
+            del actual, expected
+
+    def record_speed_of_light_inputs(self, inputs: list, expected: Any) -> None:
+        from evaluator.strict import count_bytes, count_flops, measure_bandwidth, speed_of_light_ms
+
+        try:
+            nbytes = count_bytes(inputs) + count_bytes(expected)
+            flops = count_flops(self.ref_model, self.clone(inputs))
+            bw = measure_bandwidth(self.device)
+            floor = speed_of_light_ms(nbytes, flops, bw, self.arch, self.settings.precision)
+            self.strict_info["speed_of_light"] = {"bytes": nbytes, "flops": flops, "bandwidth_Bps": bw,
+                                                  "floor_ms": floor}  # fmt: skip
+        except Exception as e:  # the floor is a check, not a verdict: record why it is missing
+            self.strict_info["speed_of_light"] = {"error": f"{type(e).__name__}: {e}"}
+
     def construct_models(self) -> None:
         torch, seed = self.torch, self.settings.seed
         set_seed(seed)
@@ -210,6 +345,29 @@ class Evaluation:
             self.sync()
         except BaseException as e:  # noqa: BLE001
             raise self.runtime_verdict(e, "constructing ModelNew") from None
+
+    def strict_timing(self, info, new_in: list, flusher) -> None:
+        """Fresh input values per timed call; host clock with a device-wide sync beside the events; the
+        last output checked against the reference on the same inputs."""
+        from evaluator import timing
+        from evaluator.compare import compare_outputs
+
+        inputs = self.clone(new_in)
+        events, host, out = timing.time_strict(self.new_model, inputs, trials=self.settings.strict_timed_trials,
+                                               flusher=flusher, device=self.device)  # fmt: skip
+        ev, wall = timing.stats(events), timing.stats(host)
+        info.settings["strict"] = {"trials": len(events), "event_mean_ms": ev.mean_ms, "host_mean_ms": wall.mean_ms}
+        if self.device.type == "cuda":
+            self.checks.record("timed_work_on_stream", wall.median_ms <= 2 * ev.median_ms + 0.1,
+                               f"the host waited {wall.median_ms:.3f} ms per call for the device but the timed "
+                               f"stream saw {ev.median_ms:.3f} ms: work escaped to another stream or thread")  # fmt: skip
+            self.checks.record("no_replay", info.candidate.median_ms >= 0.5 * ev.median_ms,
+                               f"{info.candidate.median_ms:.4f} ms per call on repeated inputs but "
+                               f"{ev.median_ms:.4f} ms on fresh values: outputs cached or replayed?")  # fmt: skip
+        with self.torch.no_grad():
+            expected = self.ref_model(*self.clone(inputs))
+        r = compare_outputs(expected, out, self.atol, self.rtol, trial=-1, seed=-1)
+        self.checks.record("timing_outputs", r.passed, f"the output of the last timed call was wrong ({r.problem})")
 
     def runtime_verdict(self, e: BaseException, doing: str) -> Verdict:
         if _is_triton_compile_error(e):
@@ -297,6 +455,8 @@ class Evaluation:
                 info.settings.update(kw, flush_l2=False)
                 info.reference = timing.stats(timing.time_cpu(self.ref_model, ref_in, **kw))
                 info.candidate = timing.stats(timing.time_cpu(self.new_model, new_in, **kw))
+            if self.strict:
+                self.strict_timing(info, new_in, flusher if self.device.type == "cuda" else None)
         except BaseException as e:  # noqa: BLE001
             raise self.runtime_verdict(e, "timing the candidate") from None
         info.speedup = info.reference.mean_ms / info.candidate.mean_ms
@@ -304,12 +464,36 @@ class Evaluation:
         self.chan.send("timing", timing=dataclasses.asdict(info))
         if st.profile and self.device.type == "cuda":
             from evaluator.profile import profile_forward
+            from evaluator.strict import MIN_CUSTOM_SHARE
 
             try:
                 prof = profile_forward(self.new_model, new_in)
                 self.chan.send("profile", profile=dataclasses.asdict(prof))
+                share = prof.custom_share or 0.0
+                self.strict_info["custom_share"] = share
+                self.checks.record("custom_kernels_do_the_work", bool(prof.custom_kernel_ran) and share >= MIN_CUSTOM_SHARE,
+                                   f"custom kernels took {share:.0%} of the GPU time of one forward (at least "
+                                   f"{MIN_CUSTOM_SHARE:.0%} needed; the rest ran in PyTorch/library kernels)")  # fmt: skip
             except Exception as e:  # the profile is feedback, not a verdict
                 self.chan.send("profile_error", message=f"{type(e).__name__}: {e}")
+        sol = self.strict_info.get("speed_of_light", {})
+        if self.strict and sol.get("floor_ms") and info.candidate:
+            best = min(info.candidate.min_ms, info.device_candidate.median_ms if info.device_candidate else float("inf"))
+            from evaluator.strict import SOL_SLACK
+
+            sol["candidate_ms"] = best
+            sol["fraction"] = sol["floor_ms"] / best if best > 0 else None
+            self.checks.record("speed_of_light", best >= SOL_SLACK * sol["floor_ms"],
+                               f"{best:.4f} ms is faster than physically possible ({sol['floor_ms']:.4f} ms to move "
+                               f"{sol['bytes']} bytes and do {sol['flops']} FLOPs)")  # fmt: skip
+
+
+def _tensors(values) -> list:
+    import torch
+
+    from evaluator.compare import flatten_outputs
+
+    return [v for v in flatten_outputs(values) if isinstance(v, torch.Tensor)]
 
 
 def main(argv: list[str]) -> None:

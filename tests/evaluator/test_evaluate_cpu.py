@@ -114,7 +114,7 @@ def test_secrets_are_scrubbed_from_the_child(monkeypatch):
         "    def forward(self, x):\n"
         "        return torch.relu(x) + (1.0 if leaked else 0.0)\n"
     )
-    r = evaluate(resolve_one("toy/relu"), src, EvalSettings(device="cpu"))
+    r = evaluate(resolve_one("toy/relu"), src, EvalSettings(device="cpu", strict=False))  # plain torch: parity only
     assert r.status == Status.CORRECT, r.message
 
 
@@ -137,7 +137,7 @@ def test_integer_inputs_keep_their_dtype(tmp_path):
         "        assert idx.dtype == torch.int64 and x.dtype == torch.float16\n"
         "        return x.gather(1, idx[:, None])[:, 0]\n"
     )
-    r = evaluate(resolve_one(str(ref)), src, EvalSettings(device="cpu", precision="fp16"))
+    r = evaluate(resolve_one(str(ref)), src, EvalSettings(device="cpu", precision="fp16", strict=False))
     assert r.status == Status.CORRECT, r.message
     assert r.correctness.atol == 1e-2
 

@@ -45,6 +45,6 @@ def test_illegal_memory_access_is_contained_and_the_next_candidate_is_correct(kb
 
 
 def test_L1_95_reference_keeps_integer_targets(kb_dataset):
-    r = run("torch_passthrough", "1/95")
+    r = run("torch_passthrough", "1/95", strict=False)  # plain PyTorch: strict mode would reject it
     assert r.status == Status.CORRECT, r.message
     assert r.profile is not None and not r.profile.custom_kernel_ran  # only library kernels ran
