@@ -110,6 +110,45 @@ def problems_show(
         sys.stdout.write(p.code if p.code.endswith("\n") else p.code + "\n")
 
 
+@problems_app.command("check")
+def problems_check(
+    spec: Annotated[str, typer.Argument(help="Problems to check: 2/66, a level, 1/1-10,95, toy or a path.")],
+    device: Annotated[str, typer.Option(help="cuda (default) or cpu.")] = "cuda",
+    precision: Annotated[str, typer.Option(help="fp32, fp16 or bf16.")] = "fp32",
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object per problem.")] = False,
+    db: Annotated[
+        str | None,
+        typer.Option("--db", envvar="KB_DB", help="Trajectory store (SQLite). Default: runs/kb.sqlite."),
+    ] = None,
+    dataset: DatasetOpt = None,
+) -> None:
+    """Flag degenerate references: nondeterministic, passed by a zero or constant output at the
+    tolerance, or failing under the evaluator's input handling. Results are stored for `report`."""
+    import json
+
+    from agent.store import Store
+    from evaluator import EvalSettings
+    from evaluator.runner import check_problem
+    from problems import resolve
+
+    try:
+        settings = EvalSettings(device=device, precision=precision)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    problems = resolve(spec, dataset)
+    store = Store(db)
+    table = Table("problem", "name", "status", "flags", "s")
+    for p in problems:
+        c = check_problem(p, settings)
+        store.record_problem_check(c)
+        if json_out:
+            sys.stdout.write(json.dumps(c) + "\n")
+        else:
+            table.add_row(p.key, p.name, c["status"], ", ".join(c["flags"]) or "-", f"{c['seconds']:.1f}")
+    if not json_out:
+        out.print(table)
+
+
 # ---------------------------------------------------------------- the store: report, runs
 
 runs_app = typer.Typer(

@@ -81,6 +81,12 @@ def run_section(store: Store, run: dict[str, Any], by_turn: bool = False) -> dic
     for key in ("tokens_in", "tokens_out", "cost_usd"):
         total = _sum([turn[key] for turn in all_turns])
         section[key] = {"total": total, "per_problem": _per(total, problems)}
+    keys = {t["problem_key"] for t in attempted}
+    checks = [c for c in store.problem_checks(run.get("gpu") or "cpu", run["precision"]) if c["problem_key"] in keys]
+    section["problem_checks"] = {
+        "checked": len(checks),
+        "flagged": [{"problem": c["problem_key"], "flags": c["flags"]} for c in checks if c["flags"]],
+    }
     section["outcomes"] = dict(Counter(t["outcome"] or "unfinished" for t in attempted).most_common())
     section["statuses"] = dict(Counter(turn["status"] or "pending" for turn in all_turns).most_common())
     return section
@@ -249,7 +255,15 @@ def _costs_and_counts(s: dict[str, Any]) -> list[str]:
         f"cost: {_fmt_num(cost['total'], True)} total, {_fmt_num(cost['per_problem'], True)} per problem",
         f"outcomes: {counts(s['outcomes'])}",
         f"turn statuses: {counts(s['statuses'])}",
+        _checks_line(s),
     ]
+
+
+def _checks_line(s: dict[str, Any]) -> str:
+    pc = s.get("problem_checks") or {"checked": 0, "flagged": []}
+    flagged = "; ".join(f"{f['problem']} {', '.join(f['flags'])}" for f in pc["flagged"]) or "none flagged"
+    return (f"degenerate problems (`kb-agent problems check`, {pc['checked']} of {s['problems']} checked on this "
+            f"GPU and precision): {flagged}")
 
 
 def _by_turn_rows(s: dict[str, Any]) -> tuple[list[str], list[list[str]]]:

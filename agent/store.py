@@ -150,10 +150,22 @@ def m003_run_finished(db: Database) -> None:
     db["runs"].add_column("finished", str)
 
 
+def m004_problem_checks(db: Database) -> None:
+    """`problem_checks`: degenerate-reference findings of `kb-agent problems check`, one row per
+    (problem, GPU, precision), the latest check winning; reports show them beside fast_p."""
+    db["problem_checks"].create(
+        {"problem_key": str, "level": int, "problem_id": int, "name": str, "gpu": str, "precision": str,
+         "status": str, "flags": str, "nondeterministic": int, "zeros_pass": int, "constant_pass": int,
+         "reference_fails": str, "details": str, "checked": str},  # fmt: skip
+        pk=("problem_key", "gpu", "precision"),
+    )
+
+
 MIGRATIONS: tuple[Callable[[Database], None], ...] = (
     m001_initial,
     m002_trajectory_indexes,
     m003_run_finished,
+    m004_problem_checks,
 )
 
 
@@ -597,6 +609,30 @@ class Store:
         """Turn `idx` of a trajectory, JSON columns decoded; None when there is no such turn."""
         row = self._one("SELECT * FROM turns WHERE trajectory_id = ? AND idx = ?", (traj_id, idx))
         return None if row is None else _decode("turns", row)
+
+    def record_problem_check(self, check: dict[str, Any]) -> None:
+        """Store one result of `evaluator.runner.check_problem` (replacing an earlier check of the same
+        problem on the same GPU and precision)."""
+        row = {
+            "problem_key": check["key"], "level": check["level"], "problem_id": check["problem_id"],
+            "name": check["name"], "gpu": check.get("gpu_name") or "cpu", "precision": check["precision"],
+            "status": check["status"], "flags": json.dumps(check.get("flags") or []),
+            "nondeterministic": int(bool(check.get("nondeterministic"))),
+            "zeros_pass": int(bool(check.get("zeros_pass"))), "constant_pass": int(bool(check.get("constant_pass"))),
+            "reference_fails": check.get("reference_fails"), "details": json.dumps(check.get("details") or []),
+            "checked": _now(),
+        }  # fmt: skip
+        self.db["problem_checks"].upsert(row, pk=("problem_key", "gpu", "precision"))
+
+    def problem_checks(self, gpu: str | None = None, precision: str | None = None) -> list[dict[str, Any]]:
+        """Stored problem checks, optionally for one GPU name and precision; `flags` decoded to a list."""
+        where, args = [], []
+        for col, val in (("gpu", gpu), ("precision", precision)):
+            if val is not None:
+                where.append(f"{col} = ?")
+                args.append(val)
+        rows = self.db["problem_checks"].rows_where(" and ".join(where) or None, args, order_by="level, problem_id")
+        return [{**r, "flags": json.loads(r["flags"] or "[]"), "details": json.loads(r["details"] or "[]")} for r in rows]
 
     def turn_summaries(self, run_id: str) -> list[dict[str, Any]]:
         """Every turn of a run without the bulky columns (messages, response, code, JSON): trajectory_id,

@@ -9,6 +9,7 @@ crash, `os._exit`, hang or CUDA fault in the child becomes a status; the parent 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -135,50 +136,16 @@ def evaluate(problem: Problem, candidate_source: str, settings: EvalSettings) ->
         "workdir": str(workdir),
         "build_root": str(build_root),
     }
-    job_path = workdir / "job.json"
-    job_path.write_text(json.dumps(job))
-    out_path, err_path = workdir / "stdout.txt", workdir / "stderr.txt"
-    r_fd, w_fd = os.pipe()
-    limits = settings.limits
-    stage_limit = {"setup": limits.start_s, "build": limits.build_s, "correctness": limits.correctness_s,
-                   "timing": limits.timing_s}  # fmt: skip
-    try:
-        with open(out_path, "wb") as out_f, open(err_path, "wb") as err_f:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "evaluator.worker", str(w_fd), str(job_path)],
-                cwd=workdir,
-                env=child_env(settings, workdir, build_root),
-                stdin=subprocess.DEVNULL,
-                stdout=out_f,
-                stderr=err_f,
-                pass_fds=(w_fd,),
-                start_new_session=True,  # its own session and process group: killpg reaches everything
-            )
-        os.close(w_fd)
-        memory_stage = None
-        try:
-            done, stage, timed_out = _watch(
-                proc, r_fd, result, stage_limit, limits.start_s, settings.max_memory_gb * 2**30
-            )
-        except MemoryExceeded as e:
-            done, stage, timed_out, memory_stage = None, e.args[0], False, e.args[0]
-    finally:
-        os.close(r_fd)
-    if done is not None:  # the verdict is in; anything still running in its group was left behind
-        time.sleep(0.05)
-        leftovers = [p for p in group_members(proc.pid) if p != proc.pid]
-        if leftovers and result.strict is not None:
-            result.strict["checks"]["processes"] = {"passed": False, "detail": f"left {len(leftovers)} process(es) running"}
-            if done["status"] == str(Status.CORRECT):
-                done = {**done, "status": str(Status.REJECTED),
-                        "message": f"rejected by strict mode:\n- processes: left {len(leftovers)} process(es) running"}  # fmt: skip
-    _kill_group(proc)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass
-    result.stdout = _read(out_path, settings.max_output_chars)
-    result.stderr = _read(err_path, settings.max_output_chars)
+    child = run_child(job, settings, workdir, build_root, lambda msg: _absorb(result, msg), result.stages)
+    done, stage, timed_out, memory_stage = child.done, child.stage, child.timed_out, child.memory_stage
+    if done is not None and child.leftovers and result.strict is not None:
+        n = len(child.leftovers)
+        result.strict["checks"]["processes"] = {"passed": False, "detail": f"left {n} process(es) running"}
+        if done["status"] == str(Status.CORRECT):
+            done = {**done, "status": str(Status.REJECTED),
+                    "message": f"rejected by strict mode:\n- processes: left {n} process(es) running"}  # fmt: skip
+    result.stdout, result.stderr = child.stdout, child.stderr
+    stage_limit = _stage_limits(settings)
     if memory_stage is not None:
         result.status = Status.RUNTIME_ERROR
         result.message = (f"the {memory_stage} stage used more than {settings.max_memory_gb:g} GiB of host memory "
@@ -190,7 +157,7 @@ def evaluate(problem: Problem, candidate_source: str, settings: EvalSettings) ->
     elif done is None:
         result.status = Status.RUNTIME_ERROR
         tail = result.stderr.strip().splitlines()[-12:]
-        result.message = f"the evaluation process {_describe_exit(proc.returncode)} during the {stage} stage"
+        result.message = f"the evaluation process {_describe_exit(child.returncode)} during the {stage} stage"
         if tail:
             result.message += ":\n" + "\n".join(tail)
     else:
@@ -208,6 +175,72 @@ def evaluate(problem: Problem, candidate_source: str, settings: EvalSettings) ->
     result.stages["total"] = time.perf_counter() - t_start
     shutil.rmtree(workdir, ignore_errors=True)
     return result
+
+
+def _stage_limits(settings: EvalSettings) -> dict[str, float]:
+    lim = settings.limits
+    return {"setup": lim.start_s, "build": lim.build_s, "correctness": lim.correctness_s, "timing": lim.timing_s}
+
+
+@dataclasses.dataclass
+class ChildOutcome:
+    """How a child process ended: its verdict message (`done`, None if it never sent one), the stage it
+    was in, whether a stage ran out of time or the group out of memory, and what it printed."""
+
+    done: dict | None
+    stage: str
+    timed_out: bool
+    memory_stage: str | None
+    returncode: int | None
+    stdout: str
+    stderr: str
+    leftovers: list[int]
+
+
+def run_child(
+    job: dict, settings: EvalSettings, workdir: Path, build_root: Path, on_event, stages: dict[str, float]
+) -> ChildOutcome:
+    """Run `evaluator.worker` on `job` in a fresh process group, feeding each channel message other than
+    stage changes and the verdict to `on_event`, with the per-stage limits and the memory limit of
+    `settings`. Stage wall times go into `stages`. Never raises for what the child does."""
+    job_path = workdir / "job.json"
+    job_path.write_text(json.dumps(job))
+    out_path, err_path = workdir / "stdout.txt", workdir / "stderr.txt"
+    r_fd, w_fd = os.pipe()
+    memory_stage = None
+    try:
+        with open(out_path, "wb") as out_f, open(err_path, "wb") as err_f:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "evaluator.worker", str(w_fd), str(job_path)],
+                cwd=workdir,
+                env=child_env(settings, workdir, build_root),
+                stdin=subprocess.DEVNULL,
+                stdout=out_f,
+                stderr=err_f,
+                pass_fds=(w_fd,),
+                start_new_session=True,  # its own session and process group: killpg reaches everything
+            )
+        os.close(w_fd)
+        try:
+            done, stage, timed_out = _watch(
+                proc, r_fd, on_event, stages, _stage_limits(settings), settings.max_memory_gb * 2**30
+            )
+        except MemoryExceeded as e:
+            done, stage, timed_out, memory_stage = None, e.args[0], False, e.args[0]
+    finally:
+        os.close(r_fd)
+    leftovers = []
+    if done is not None:  # the verdict is in; anything still running in its group was left behind
+        time.sleep(0.05)
+        leftovers = [p for p in group_members(proc.pid) if p != proc.pid]
+    _kill_group(proc)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+    return ChildOutcome(done, stage, timed_out, memory_stage, proc.returncode,
+                        _read(out_path, settings.max_output_chars), _read(err_path, settings.max_output_chars),
+                        leftovers)  # fmt: skip
 
 
 def group_members(pgid: int) -> list[int]:
@@ -240,7 +273,7 @@ class MemoryExceeded(Exception):
     pass
 
 
-def _watch(proc, r_fd, result: EvalResult, stage_limit: dict, first_limit: float, max_rss: float):
+def _watch(proc, r_fd, on_event, stages: dict, stage_limit: dict, max_rss: float):
     """Read the child's channel until it closes, a stage overruns, or the verdict arrives.
 
     Also polls the host memory of the child's whole process group (compilers included) once a second and
@@ -248,20 +281,21 @@ def _watch(proc, r_fd, result: EvalResult, stage_limit: dict, first_limit: float
     buf = b""
     last_mem_check = 0.0
     stage, t_stage = "setup", time.perf_counter()
+    first_limit = stage_limit["setup"]
     deadline = t_stage + first_limit
     done = None
     while True:
         remaining = deadline - time.perf_counter()
         if remaining <= 0:
             _kill_group(proc)
-            result.stages[stage] = time.perf_counter() - t_stage
+            stages[stage] = time.perf_counter() - t_stage
             return done, stage, True
         ready, _, _ = select.select([r_fd], [], [], min(remaining, 1.0))
         if time.perf_counter() - last_mem_check >= 1.0:
             last_mem_check = time.perf_counter()
             if group_rss_bytes(proc.pid) > max_rss:
                 _kill_group(proc)
-                result.stages[stage] = time.perf_counter() - t_stage
+                stages[stage] = time.perf_counter() - t_stage
                 raise MemoryExceeded(stage)
         if not ready:
             if proc.poll() is not None and not _pending(r_fd):
@@ -280,14 +314,14 @@ def _watch(proc, r_fd, result: EvalResult, stage_limit: dict, first_limit: float
             event = msg.get("event")
             if event == "stage":
                 now = time.perf_counter()
-                result.stages[stage] = now - t_stage
+                stages[stage] = now - t_stage
                 stage, t_stage = msg["name"], now
                 deadline = now + stage_limit.get(stage, first_limit)
             elif event == "done":
                 done = msg
             else:
-                _absorb(result, msg)
-    result.stages[stage] = time.perf_counter() - t_stage
+                on_event(msg)
+    stages[stage] = time.perf_counter() - t_stage
     return done, stage, False
 
 
@@ -316,3 +350,32 @@ def _absorb(result: EvalResult, msg: dict) -> None:
         result.strict = msg["strict"]
     elif event == "profile_error":
         log.info("profiling failed: %s", msg.get("message"))
+
+
+def check_problem(problem: Problem, settings: EvalSettings) -> dict:
+    """Check one reference for degeneracy in an isolated child (see `evaluator.worker.check_problem`).
+
+    Returns a dict: level, problem_id, name, device, precision, gpu_name, status ("ok", "flagged",
+    "error" or "timeout"), flags (a list of "reference_fails", "nondeterministic", "zeros_pass",
+    "constant_pass"), the four findings, details and message.
+    """
+    workdir = Path(tempfile.mkdtemp(prefix="kb-check-"))
+    parts: dict = {}
+    job = {"mode": "check_problem", "problem": problem.to_dict(), "candidate": "", "settings": settings.to_dict(),
+           "workdir": str(workdir), "build_root": str(workdir / "build")}  # fmt: skip
+    stages: dict[str, float] = {}
+    child = run_child(job, settings, workdir, workdir / "build", lambda m: parts.update({m["event"]: m}), stages)
+    shutil.rmtree(workdir, ignore_errors=True)
+    found = parts.get("problem_check", {}).get("check", {})
+    hw = parts.get("hardware", {}).get("hardware", {})
+    if child.done is not None:
+        status, message = child.done["status"], child.done["message"]
+    elif child.timed_out:
+        status, message = "timeout", f"the {child.stage} stage ran past its limit"
+    else:
+        status, message = "error", f"the check process {_describe_exit(child.returncode)}: {child.stderr[-500:]}"
+    return {"level": problem.level, "problem_id": problem.problem_id, "name": problem.name, "key": problem.key,
+            "device": settings.device, "precision": settings.precision, "gpu_name": hw.get("gpu_name"),
+            "status": status, "message": message, "flags": found.get("flags", []),
+            **{k: found.get(k) for k in ("reference_fails", "nondeterministic", "zeros_pass", "constant_pass")},
+            "details": found.get("details", []), "seconds": sum(stages.values())}  # fmt: skip

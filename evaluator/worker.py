@@ -488,6 +488,57 @@ class Evaluation:
                                f"{sol['bytes']} bytes and do {sol['flops']} FLOPs)")  # fmt: skip
 
 
+def check_problem(ev: Evaluation) -> None:
+    """Flag a degenerate reference: it fails under the evaluator's input handling, it does not match
+    itself (two instances built with the same seed, called one after the other on the same inputs, so
+    dropout or other random draws show), or a zero or constant output would
+    pass its correctness check at the tolerance. Sends a "problem_check" part, then the verdict."""
+    from evaluator.compare import compare_outputs
+
+    torch, chan = ev.torch, ev.chan
+    found = {"reference_fails": None, "nondeterministic": False, "zeros_pass": True, "constant_pass": True,
+             "details": []}  # fmt: skip
+    chan.send("stage", name="build")
+    try:
+        ref_path = ev.workdir / "reference.py"
+        ref_path.write_text(ev.problem["code"])
+        ev.ref_mod = load_module(ref_path, "kb_reference")
+        set_seed(ev.settings.seed)
+        init = ev.prepare(ev.ref_mod.get_init_inputs())
+        models = []
+        for _ in range(2):
+            set_seed(ev.settings.seed)
+            models.append(ev.ref_mod.Model(*ev.clone(init)).to(device=ev.device, dtype=ev.dtype))
+        chan.send("stage", name="correctness")
+        torch.manual_seed(ev.settings.seed)
+        seeds = [int(torch.randint(0, 2**32 - 1, (1,)).item()) for _ in range(ev.settings.correctness_trials)]
+        for i, s in enumerate(seeds):
+            set_seed(s)
+            inputs = ev.prepare(ev.ref_mod.get_inputs())
+            with torch.no_grad():
+                set_seed(s)
+                first = models[0](*ev.clone(inputs))
+                second = models[1](*ev.clone(inputs))  # no reseed: a reference that draws random numbers differs
+                ev.sync()
+            r = compare_outputs(first, second, ev.atol, ev.rtol, i, s)
+            if not r.passed:
+                found["nondeterministic"] = True
+                found["details"].append(f"trial {i + 1}: two runs differ ({r.mismatched} of {r.numel} elements, "
+                                        f"max abs diff {r.max_abs_diff})")  # fmt: skip
+            outs = [t for t in _tensors(first) if t.is_floating_point()]
+            zeros = [torch.zeros_like(t) for t in outs]
+            consts = [torch.full_like(t, t.float().mean().item()) for t in outs]
+            found["zeros_pass"] &= bool(outs) and compare_outputs(outs, zeros, ev.atol, ev.rtol, i, s).passed
+            found["constant_pass"] &= bool(outs) and compare_outputs(outs, consts, ev.atol, ev.rtol, i, s).passed
+    except BaseException as e:  # noqa: BLE001
+        found["reference_fails"] = describe_exception(e, str(ev.workdir / "reference.py"))
+        found["zeros_pass"] = found["constant_pass"] = False  # nothing to judge them on
+    flags = [k for k in ("reference_fails", "nondeterministic", "zeros_pass", "constant_pass") if found[k]]
+    found["flags"] = flags
+    chan.send("problem_check", check=found)
+    chan.send("done", status="flagged" if flags else "ok", message=", ".join(flags) or "ok")
+
+
 def _tensors(values) -> list:
     import torch
 
@@ -502,7 +553,14 @@ def main(argv: list[str]) -> None:
     job = json.loads(Path(argv[2]).read_text())
     chan.send("stage", name="setup")
     try:
-        Evaluation(job, chan).run()
+        if job.get("mode") == "check_problem":
+            from evaluator.hardware import hardware_record
+
+            ev = Evaluation(job, chan)
+            chan.send("hardware", hardware=dataclasses.asdict(hardware_record(ev.device, ev.settings.precision)))
+            check_problem(ev)
+        else:
+            Evaluation(job, chan).run()
     except BaseException as e:  # noqa: BLE001 - the evaluator's own failure must still reach the parent
         chan.send("done", status=str(Status.RUNTIME_ERROR), message="evaluation failed: " + describe_exception(e, ""))
     finally:

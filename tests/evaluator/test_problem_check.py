@@ -1,0 +1,65 @@
+"""`check_problem` flags degenerate references (run on CPU with small references of our own)."""
+
+import pytest
+
+from evaluator import EvalSettings
+from evaluator.runner import check_problem
+from problems import resolve_one
+
+TEMPLATE = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x):
+        return {body}
+
+
+def get_inputs():
+    return [torch.rand(64, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.parametrize(
+    "body, flags",
+    [
+        ("torch.relu(x)", []),
+        ("self.drop(x)", ["nondeterministic"]),
+        ("torch.relu(x) * 1e-6", ["zeros_pass", "constant_pass"]),
+        ("x.mean() + torch.zeros_like(x) + 2.0", ["constant_pass"]),
+        ("x @ torch.ones(3, 3)", ["reference_fails"]),
+    ],
+)
+def test_flags(tmp_path, body, flags):
+    ref = tmp_path / "1_ref.py"
+    ref.write_text(TEMPLATE.format(body=body))
+    c = check_problem(resolve_one(str(ref)), EvalSettings(device="cpu"))
+    assert c["flags"] == flags, c
+    assert c["status"] == ("flagged" if flags else "ok")
+    if "reference_fails" in flags:
+        assert "RuntimeError" in c["reference_fails"]
+
+
+def test_checks_are_stored_and_reported(tmp_path):
+    from agent.report import build_report, render_report_text
+    from agent.store import Store
+
+    store = Store(tmp_path / "kb.sqlite")
+    ref = tmp_path / "1_ref.py"
+    ref.write_text(TEMPLATE.format(body="self.drop(x)"))
+    p = resolve_one(str(ref))
+    store.record_problem_check(check_problem(p, EvalSettings(device="cpu")))
+    run = store.create_run("r", {}, "m", "triton", "fp32")
+    traj = store.create_trajectory(run, p, 0)
+    store.finish_trajectory(traj, "turn_budget")
+    text = render_report_text(build_report(store, ["r"]))
+    assert "1_ref nondeterministic" in text and "1 of 1 checked" in text
