@@ -230,6 +230,12 @@ def runs_show(
     _print_blocks(report.show_renderables(shown), report.render_show_text(shown))
 
 
+StrictOpt = Annotated[
+    bool,
+    typer.Option("--strict/--no-strict", help="Strict checks against reward hacks (rejected status) beside KernelBench's rules."),
+]
+
+
 @app.command("eval")
 def eval_cmd(
     candidate: Annotated[Path, typer.Argument(help="A Python module defining ModelNew.", show_default=False)],
@@ -245,6 +251,7 @@ def eval_cmd(
     json_out: Annotated[
         bool, typer.Option("--json", help="Print the EvalResult as one JSON object.")
     ] = False,
+    strict: StrictOpt = True,
     dataset: DatasetOpt = None,
 ) -> None:
     """Build, check and time one candidate against its reference in an isolated child process.
@@ -260,7 +267,7 @@ def eval_cmd(
     from evaluator import EvalSettings, evaluate
 
     try:
-        settings = EvalSettings(backend=backend, device=device, precision=precision,
+        settings = EvalSettings(backend=backend, device=device, precision=precision, strict=strict,
                                 baseline_compile=baseline == "compile")  # fmt: skip
     except ValueError as e:
         raise UsageError(str(e)) from None
@@ -306,6 +313,7 @@ def solve_cmd(
     resume_run: Annotated[
         str | None, typer.Option("--resume", help="Continue this run (id or name) where it stopped.")
     ] = None,
+    strict: StrictOpt = True,
     db: DbOpt = None,
     dataset: DatasetOpt = None,
 ) -> None:
@@ -337,7 +345,7 @@ def solve_cmd(
             raise UsageError("solve needs --problem and --model (or --resume RUN)")
         try:
             config = SolveConfig(turns=turns, context=context, samples=samples, backend=backend,
-                                 precision=precision, device=device, token_budget=token_budget,
+                                 precision=precision, device=device, strict=strict, token_budget=token_budget,
                                  cost_budget_usd=cost_budget, run_name=run_name)  # fmt: skip
         except ValueError as e:
             raise UsageError(str(e)) from None
@@ -345,7 +353,8 @@ def solve_cmd(
                                reasoning_effort=reasoning_effort)  # fmt: skip
         problems_todo = resolve(problem, dataset)
     try:
-        settings = EvalSettings(backend=config.backend, device=config.device, precision=config.precision)
+        settings = EvalSettings(backend=config.backend, device=config.device, precision=config.precision,
+                                strict=config.strict)  # fmt: skip
     except ValueError as e:
         raise UsageError(str(e)) from None
     if settings.device.startswith("cuda"):

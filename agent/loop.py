@@ -61,6 +61,8 @@ class SolveConfig:
     """"fp32", "fp16" or "bf16": quoted in the task prompt with its tolerance. Evaluate with the same."""
     device: str = "cuda"
     """Where candidates are evaluated: "cuda" or "cpu" (Triton under the interpreter, for dry runs)."""
+    strict: bool = True
+    """Evaluate in strict mode (reward hacks are `rejected`); False scores by KernelBench's rules alone."""
     gpu_name: str | None = None
     """The GPU named in the task prompt; None detects it (torch.cuda) when the run starts."""
     arch: str | None = None

@@ -88,6 +88,17 @@ class KernelBenchCheckout:
         ]
 
 
+def _require_hub(host: str = "huggingface.co", timeout_s: float = 5.0) -> None:
+    """Fail at once, with what to do, when the Hub cannot be reached (the datasets library would
+    otherwise retry for about 20 s before failing with a less helpful error)."""
+    import socket
+
+    try:
+        socket.create_connection((host, 443), timeout=timeout_s).close()
+    except OSError as e:
+        raise ProblemError(f"cannot reach the Hugging Face Hub ({e.strerror or e}); {_POINT_AT_LOCAL}") from None
+
+
 class Hub:
     """The Hugging Face dataset `ScalingIntelligence/KernelBench`, splits `level_1`..`level_4`."""
 
@@ -99,6 +110,7 @@ class Hub:
     def load_level(self, level: int) -> list[Problem]:
         if os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("HF_DATASETS_OFFLINE") == "1":
             raise ProblemError(f"offline, so the Hub dataset {HUB_DATASET} cannot be read; {_POINT_AT_LOCAL}")
+        _require_hub()
         import datasets
 
         try:

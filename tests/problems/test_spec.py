@@ -88,3 +88,17 @@ def test_missing_dataset_folder(tmp_path):
 def test_problem_roundtrip():
     p = toy_problems()[2]
     assert Problem.from_dict(p.to_dict()) == p
+
+
+def test_unreachable_hub_fails_at_once_with_what_to_do(monkeypatch):
+    import socket
+
+    def refuse(*a, **k):
+        raise OSError(-2, "Name or service not known")
+
+    monkeypatch.delenv("KB_DATASET", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    with pytest.raises(ProblemError, match="cannot reach the Hugging Face Hub.*KB_DATASET"):
+        resolve("2/40")
