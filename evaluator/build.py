@@ -192,11 +192,24 @@ class LoadInlineWrapper:
         self.cuda_torch = cuda_torch
         self.salt = salt
         self.builds: list[dict] = []
+        self.monitor = None  # strict mode's SideEffectMonitor, paused while a build runs
 
     def install(self) -> None:
         self.ce.load_inline = self
 
     def __call__(self, name, cpp_sources, cuda_sources=None, *args, **kwargs):
+        # the build is the evaluator's own work (compilers, torch's precompiled header beside its own
+        # headers): strict mode's side-effect monitor watches the candidate, not this
+        monitor, was_active = self.monitor, getattr(self.monitor, "active", False)
+        if monitor is not None:
+            monitor.active = False
+        try:
+            return self._call(name, cpp_sources, cuda_sources, *args, **kwargs)
+        finally:
+            if monitor is not None:
+                monitor.active = was_active
+
+    def _call(self, name, cpp_sources, cuda_sources=None, *args, **kwargs):
         as_list = lambda s: [s] if isinstance(s, str) else list(s or [])  # noqa: E731
         cpp, cu = as_list(cpp_sources), as_list(cuda_sources)
         flag_keys = ("functions", "extra_cflags", "extra_cuda_cflags", "extra_ldflags", "extra_include_paths")

@@ -203,6 +203,7 @@ class Evaluation:
         Path(self.candidate_file).write_text(self.candidate_src)
         if self.strict:
             self.arm_strict_checks(backend)
+            wrapper.monitor = self.monitor
         t0 = time.perf_counter()
         verdict = None
         try:

@@ -2,6 +2,8 @@
 
     python tests/bench/bench_eval_stages.py [--json OUT.json]
 
+Also: the cost of strict mode (a warm evaluation with strict checks on, the default, and off).
+
 Prints, for a one-line CUDA kernel (load_inline) and a small Triton kernel on toy/relu:
 * the plain `load_inline` build of the same kernel in a fresh process (no evaluator, no PCH);
 * evaluate() with an empty build cache (cold), then again with the same cache (warm).
@@ -52,10 +54,10 @@ def pch_present() -> bool:
     return (Path(ce._TORCH_PATH) / "include" / "torch" / "extension.h.gch").exists()
 
 
-def one(name: str, tag: str, build_dir: str) -> dict:
+def one(name: str, tag: str, build_dir: str, **settings) -> dict:
     os.environ["KB_BUILD_DIR"] = build_dir
     t = time.perf_counter()
-    r = evaluate(resolve_one("toy/relu"), (CAND / f"{name}.py").read_text(), EvalSettings())
+    r = evaluate(resolve_one("toy/relu"), (CAND / f"{name}.py").read_text(), EvalSettings(**settings))
     row = {"candidate": name, "run": tag, "status": str(r.status), "wall_s": time.perf_counter() - t,
            "pch_before": None, **{f"{k}_s": v for k, v in r.stages.items()}, "compile_s": r.compile.seconds}  # fmt: skip
     return row
@@ -64,15 +66,19 @@ def one(name: str, tag: str, build_dir: str) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
+    ap.add_argument("--skip-plain", action="store_true", help="skip the plain load_inline build (~50 s)")
     args = ap.parse_args()
     rows = []
     src = (CAND / "cuda_relu.py").read_text()
-    rows.append({"candidate": "cuda_relu", "run": "plain load_inline (no evaluator)", "compile_s": plain_build_seconds(src)})
+    if not args.skip_plain:
+        rows.append({"candidate": "cuda_relu", "run": "plain load_inline (no evaluator)",
+                     "compile_s": plain_build_seconds(src)})  # fmt: skip
     for name in ("cuda_relu", "triton_relu"):
         with tempfile.TemporaryDirectory() as cache:
             pch = pch_present()
             rows.append(one(name, "cold" + ("" if pch or name != "cuda_relu" else " (+ builds PCH once)"), cache))
             rows.append(one(name, "warm", cache))
+            rows.append(one(name, "warm, strict off", cache, strict=False))
         if name == "cuda_relu":
             with tempfile.TemporaryDirectory() as cache:
                 rows.append(one(name, "cold (PCH present)", cache))
