@@ -135,16 +135,23 @@ def problems_check(
         settings = EvalSettings(device=device, precision=precision)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    if settings.device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError("no CUDA device here; run on a GPU machine, or pass --device cpu")
     problems = resolve(spec, dataset)
     store = Store(db)
     table = Table("problem", "name", "status", "flags", "s")
     for p in problems:
         c = check_problem(p, settings)
-        store.record_problem_check(c)
+        if c["status"] in ("ok", "flagged"):  # a check that could not run must not replace a finding
+            store.record_problem_check(c)
         if json_out:
             sys.stdout.write(json.dumps(c) + "\n")
         else:
-            table.add_row(p.key, p.name, c["status"], ", ".join(c["flags"]) or "-", f"{c['seconds']:.1f}")
+            flags = ", ".join(c["flags"]) or ("-" if c["status"] in ("ok", "flagged") else c["message"][:120])
+            table.add_row(p.key, p.name, c["status"], flags, f"{c['seconds']:.1f}")
     if not json_out:
         out.print(table)
 

@@ -184,7 +184,7 @@ class FakeLLMServer:
             self._thread.join(timeout=5)
 
     def __enter__(self) -> FakeLLMServer:
-        return self.start()
+        return self if self._httpd is not None else self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
@@ -373,7 +373,13 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as e:
         sys.stderr.write(f"error: {e}\n")
         return 2
-    with FakeLLMServer(script, port=args.port, cycle=args.cycle) as srv:
+    srv = FakeLLMServer(script, port=args.port, cycle=args.cycle)
+    try:
+        srv.start()
+    except OSError as e:
+        sys.stderr.write(f"error: cannot serve on 127.0.0.1:{args.port} ({e.strerror or e}); pick another --port\n")
+        return 2
+    with srv:
         sys.stdout.write(f"{srv.base_url}\n")
         sys.stdout.write(
             f"# {len(script)} replies; openai api_base: {srv.openai_base}  anthropic: {srv.anthropic_base}\n"

@@ -156,8 +156,9 @@ def resume(
     run = store.get_run(run_ref)
     config = SolveConfig.from_dict(run["config"] or {})
     todo = {t["id"]: t for t in store.unfinished_trajectories(run["id"])}
-    if retry_model_errors:
-        todo.update({t["id"]: t for t in store.trajectories(run["id"]) if t["outcome"] == "model_error"})
+    # trajectories ended by a failure of the harness or the model connection are continued too
+    retry = {"error", "model_error"} if retry_model_errors else {"error"}
+    todo.update({t["id"]: t for t in store.trajectories(run["id"]) if t["outcome"] in retry})
     jobs = [(t["id"], store.problem_of(t), t["sample"]) for t in sorted(todo.values(), key=lambda t: t["id"])]
     log.info("run %s: resuming %d trajectories", run["id"], len(jobs))
     ctx = _Run(run["id"], config, model, evaluator, store, on_turn)
@@ -166,6 +167,11 @@ def resume(
     store.set_run_status(run["id"], "running")
     _run(ctx, jobs)
     return run["id"]
+
+
+class ModelUnavailable(LLMError):
+    """The model failed (after retries) before it had given a single reply in this run: the run stops
+    (status `failed`) instead of spending the retry budget on every remaining trajectory."""
 
 
 @dataclass
@@ -180,6 +186,7 @@ class _Run:
     on_turn: OnTurn | None
     cost_usd: float = 0.0
     hardware_recorded: bool = False
+    replies: int = 0  # model replies received in this session of the run
 
 
 def _run(ctx: _Run, jobs: Sequence[tuple[int, Problem, int]]) -> None:
@@ -203,6 +210,9 @@ def run_trajectory(ctx: _Run, traj_id: int, problem: Problem, sample: int) -> st
         outcome = _turns(ctx, traj_id, problem, sample)
     except KeyboardInterrupt:
         outcome = "interrupted"
+        raise
+    except ModelUnavailable:
+        outcome = "model_error"
         raise
     finally:
         ctx.store.finish_trajectory(traj_id, outcome)
@@ -238,7 +248,10 @@ def _turns(ctx: _Run, traj_id: int, problem: Problem, sample: int) -> str:
                 store.record_evaluation(
                     turn_id, code=None, status="model_error", eval_result=None, feedback=None
                 )
+                if ctx.replies == 0:  # not one reply yet in this run: the model is unreachable, stop here
+                    raise ModelUnavailable(f"no reply from the model, so the run stops: {e}") from e
                 return "model_error"
+            ctx.replies += 1
             store.record_response(
                 turn_id,
                 reply.text,

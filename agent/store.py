@@ -274,11 +274,18 @@ class Store:
                     f"or point --db / {DB_ENV} at an existing file"
                 )
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(str(self.path), timeout=timeout_s)
-        self.db = Database(conn)
-        self.db.enable_wal()
-        self.db.execute("PRAGMA foreign_keys = ON")
-        applied = migrate(self.db)
+        if self.path.is_dir():
+            raise StoreError(f"{self.path} is a folder; point --db / {DB_ENV} at a file such as runs/kb.sqlite")
+        try:
+            conn = sqlite3.connect(str(self.path), timeout=timeout_s)
+            self.db = Database(conn)
+            self.db.enable_wal()
+            self.db.execute("PRAGMA foreign_keys = ON")
+            applied = migrate(self.db)
+        except sqlite3.DatabaseError as e:  # not a database, unreadable, locked for longer than timeout_s
+            raise StoreError(
+                f"cannot use {self.path} as the trajectory store ({e}); point --db / {DB_ENV} at another file"
+            ) from None
         if applied:
             log.info("store %s: applied migrations %s", self.path, ", ".join(applied))
 

@@ -12,7 +12,8 @@ Candidates build their own CUDA extensions by calling `torch.utils.cpp_extension
   pybind11, Python and the C++ frontend, which device code does not use. Measured on a 2-core machine:
   a one-kernel .cu builds in 36 s instead of 81 s. A build that then fails for want of a declaration is
   retried with the candidate's sources unchanged, so the contract is the same;
-* uses a precompiled `torch/extension.h` for the C++ half (`use_pch=True`, GCC only) and all cores;
+* builds with all cores (ninja), and without torch's precompiled header, which is machine-wide state
+  that one interrupted or concurrent build can corrupt for every later one;
 * reports the compiler's first errors, with the offending source line, instead of ninja's whole log.
 
 On a machine whose torch has no CUDA (developers' CPU machines and CI), CUDA sources cannot be built into
@@ -155,6 +156,14 @@ def _syntax_check(sources: list[str], cuda_sources: list[str], flags: dict, work
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=workdir)
         if proc.returncode != 0:
             log = proc.stdout
+            missing = re.search(r"fatal error: ([\w./+-]+): No such file|cannot open source file \"([\w./+-]+)\"", log)
+            if missing:  # a header of the CUDA toolkit or a CUDA torch build that this machine lacks
+                header = missing.group(1) or missing.group(2)
+                raise CudaUnavailable(
+                    f"the nvcc compile check could not finish here: header {header} is not on this machine "
+                    "(set CUDA_HDR_DIR to the headers of a CUDA build of torch, see the README); the sources "
+                    "were not judged"
+                )
             raise BuildError("the extension failed to compile", parse_compiler_errors(log, workdir), trim_log(log))
 
 
@@ -231,8 +240,10 @@ class LoadInlineWrapper:
                 f"(sm_{self.arch.replace('.', '')}) but cannot be built into a module or run here"
             )
         kwargs["verbose"] = False
-        if self.cuda_torch and os.access(Path(self.ce._TORCH_PATH) / "include" / "torch", os.W_OK):
-            kwargs.setdefault("use_pch", True)  # the .gch lives beside torch's headers, built once per machine
+        # No precompiled header (load_inline's use_pch): torch keeps it beside its own headers, shared by
+        # every build on the machine, and one interrupted or concurrent PCH build left a .gch that made
+        # g++ crash ("internal compiler error: Segmentation fault") on every later build (seen on the H200).
+        kwargs.setdefault("use_pch", False)
         light = lighten_cuda_sources(cu) if cu else None
         if light is not None:
             try:

@@ -10,10 +10,13 @@ crash, `os._exit`, hang or CUDA fault in the child becomes a status; the parent 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import hmac
 import json
 import logging
 import os
 import re
+import secrets
 import select
 import shutil
 import signal
@@ -39,7 +42,11 @@ from problems import Problem
 log = logging.getLogger(__name__)
 
 # Environment variables whose names look like credentials never reach the candidate.
-SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|COOKIE|SESSION|AUTH|PRIVATE", re.IGNORECASE)
+SECRET_NAME = re.compile(
+    r"KEY|TOKEN|SECRET|PASS|CREDENTIAL|COOKIE|SESSION|AUTH|PRIVATE|(^|_)PAT($|_)|SALT|SIGN|DSN|"
+    r"DATABASE_URL|_URI$|PROXY|API_BASE|WEBHOOK|^KB_DB$",
+    re.IGNORECASE,
+)
 _PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -152,8 +159,11 @@ def evaluate(problem: Problem, candidate_source: str, settings: EvalSettings) ->
                           "(the evaluation's whole process group, compilers included) and was killed")  # fmt: skip
     elif timed_out:
         result.status = Status.TIMEOUT
-        result.message = (f"the {stage} stage ran past its {stage_limit[stage]:.0f} s limit and was killed"
-                          + (" (a hang or an infinite loop in a kernel?)" if stage != "build" else ""))  # fmt: skip
+        hint = ""
+        if stage != "build":
+            hint = (" (the Triton interpreter is slow: on --device cpu use small problems such as toy/relu)"
+                    if settings.device == "cpu" else " (a hang or an infinite loop in a kernel?)")  # fmt: skip
+        result.message = f"the {stage} stage ran past its {stage_limit[stage]:.0f} s limit and was killed{hint}"
     elif done is None:
         result.status = Status.RUNTIME_ERROR
         tail = result.stderr.strip().splitlines()[-12:]
@@ -207,26 +217,31 @@ def run_child(
     job_path.write_text(json.dumps(job))
     out_path, err_path = workdir / "stdout.txt", workdir / "stderr.txt"
     r_fd, w_fd = os.pipe()
+    key_r, key_w = os.pipe()
+    key = secrets.token_bytes(32)
     memory_stage = None
     try:
         with open(out_path, "wb") as out_f, open(err_path, "wb") as err_f:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "evaluator.worker", str(w_fd), str(job_path)],
+                [sys.executable, "-m", "evaluator.worker", str(w_fd), str(job_path), str(key_r)],
                 cwd=workdir,
                 env=child_env(settings, workdir, build_root),
                 stdin=subprocess.DEVNULL,
                 stdout=out_f,
                 stderr=err_f,
-                pass_fds=(w_fd,),
+                pass_fds=(w_fd, key_r),
                 start_new_session=True,  # its own session and process group: killpg reaches everything
             )
         os.close(w_fd)
+        os.close(key_r)
+        os.write(key_w, key)
+        os.close(key_w)
         try:
-            done, stage, timed_out = _watch(
-                proc, r_fd, on_event, stages, _stage_limits(settings), settings.max_memory_gb * 2**30
+            done, stage, timed_out, forged = _watch(
+                proc, r_fd, on_event, stages, _stage_limits(settings), settings.max_memory_gb * 2**30, key
             )
         except MemoryExceeded as e:
-            done, stage, timed_out, memory_stage = None, e.args[0], False, e.args[0]
+            done, stage, timed_out, memory_stage, forged = None, e.args[0], False, e.args[0], 0
     finally:
         os.close(r_fd)
     leftovers = []
@@ -238,6 +253,10 @@ def run_child(
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         pass
+    if forged:
+        done = {"event": "done", "status": str(Status.REJECTED),
+                "message": f"rejected: {forged} message(s) on the evaluator's private result channel were not "
+                           "the evaluator's (a candidate must not write to the evaluator's file descriptors)"}  # fmt: skip
     return ChildOutcome(done, stage, timed_out, memory_stage, proc.returncode,
                         _read(out_path, settings.max_output_chars), _read(err_path, settings.max_output_chars),
                         leftovers)  # fmt: skip
@@ -273,23 +292,27 @@ class MemoryExceeded(Exception):
     pass
 
 
-def _watch(proc, r_fd, on_event, stages: dict, stage_limit: dict, max_rss: float):
+def _watch(proc, r_fd, on_event, stages: dict, stage_limit: dict, max_rss: float, key: bytes):
     """Read the child's channel until it closes, a stage overruns, or the verdict arrives.
 
-    Also polls the host memory of the child's whole process group (compilers included) once a second and
-    kills the group past `max_rss` bytes (raises MemoryExceeded)."""
+    Only lines whose HMAC verifies with `key` and whose sequence number follows the last are accepted;
+    the others are counted (returned as `forged`) and ignored. Also polls the host memory of the child's
+    whole process group (compilers included) once a second and kills the group past `max_rss` bytes
+    (raises MemoryExceeded). Returns (done message or None, stage, timed_out, forged count)."""
     buf = b""
     last_mem_check = 0.0
     stage, t_stage = "setup", time.perf_counter()
     first_limit = stage_limit["setup"]
     deadline = t_stage + first_limit
     done = None
+    forged = 0
+    seq = 0
     while True:
         remaining = deadline - time.perf_counter()
         if remaining <= 0:
             _kill_group(proc)
             stages[stage] = time.perf_counter() - t_stage
-            return done, stage, True
+            return done, stage, True, forged
         ready, _, _ = select.select([r_fd], [], [], min(remaining, 1.0))
         if time.perf_counter() - last_mem_check >= 1.0:
             last_mem_check = time.perf_counter()
@@ -307,22 +330,39 @@ def _watch(proc, r_fd, on_event, stages: dict, stage_limit: dict, max_rss: float
         buf += chunk
         *lines, buf = buf.split(b"\n")
         for line in lines:
-            try:
-                msg = json.loads(line)
-            except ValueError:
+            msg = _verify(line, key)
+            if msg is None or msg.get("seq") != seq + 1 or done is not None:
+                forged += bool(line.strip())
                 continue
+            seq += 1
             event = msg.get("event")
             if event == "stage":
                 now = time.perf_counter()
                 stages[stage] = now - t_stage
-                stage, t_stage = msg["name"], now
+                stage, t_stage = str(msg.get("name")), now
                 deadline = now + stage_limit.get(stage, first_limit)
             elif event == "done":
                 done = msg
             else:
-                on_event(msg)
+                try:
+                    on_event(msg)
+                except Exception as e:  # a malformed part is the evaluator's bug, never a crash of the harness
+                    log.warning("could not read the %r part of a result: %s", event, e)
     stages[stage] = time.perf_counter() - t_stage
-    return done, stage, False
+    return done, stage, False, forged
+
+
+def _verify(line: bytes, key: bytes) -> dict | None:
+    """The message of a `<hmac hex> <json>` line when its signature verifies, else None."""
+    sig, _, body = line.partition(b" ")
+    expected = hmac.new(key, body, hashlib.sha256).hexdigest().encode()
+    if not hmac.compare_digest(sig, expected):
+        return None
+    try:
+        msg = json.loads(body)
+    except ValueError:
+        return None
+    return msg if isinstance(msg, dict) else None
 
 
 def _pending(fd: int) -> bool:

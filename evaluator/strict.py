@@ -140,7 +140,7 @@ _ALLOWED_TOOLS = {"ninja", "nvcc", "c++", "g++", "gcc", "cc", "clang", "clang++"
                   "ldconfig", "cuobjdump", "nvdisasm", "which", "uname", "cicc", "fatbinary", "nvlink",
                   "cudafe++", "sh", "nvidia-smi"}  # fmt: skip
 _SECRET_PATH = re.compile(r"/proc/(\d+|self)/environ|/\.ssh/|/\.aws/|\.netrc|\.git-credentials|\.pypirc|"
-                          r"/\.config/gcloud|/\.docker/config|/\.kube/|\.env$")  # fmt: skip
+                          r"/\.config/gcloud|/\.docker/config|/\.kube/|\.env$|\.sqlite3?(-wal|-shm)?$")  # fmt: skip
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
 

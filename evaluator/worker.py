@@ -1,8 +1,8 @@
-"""The evaluator's child process: `python -m evaluator.worker CHANNEL_FD JOB_FILE`.
+"""The evaluator's child process: `python -m evaluator.worker CHANNEL_FD JOB_FILE KEY_FD`.
 
 Runs in a fresh process, its own process group, a private working directory and a scrubbed environment
-(see `evaluator.runner`). It reports on the private channel (the inherited pipe `CHANNEL_FD`), one JSON
-object per line:
+(see `evaluator.runner`). It reports on the private channel (the inherited pipe `CHANNEL_FD`), one signed
+JSON object per line (see `Channel`):
 
     {"event": "stage", "name": "build"|"correctness"|"timing"}   a stage begins (the parent's clock)
     {"event": "<part>", ...}                                   a finished part of the EvalResult
@@ -32,12 +32,37 @@ _DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 
 class Channel:
-    def __init__(self, fd: int):
+    """The private result channel. Each line is `<hmac-sha256 hex> <json>`, signed with a per-evaluation
+    key the parent sends on a separate pipe that is read and closed before any candidate code runs, so
+    a candidate that writes to the channel's descriptor cannot forge a verdict. The key lives only in the
+    closure of `_sign` (not an attribute), and the parent rejects any line that does not verify."""
+
+    def __init__(self, fd: int, key_fd: int):
+        with os.fdopen(key_fd, "rb") as f:
+            self._sign = _signer(f.read())
         self.f = os.fdopen(fd, "w", buffering=1, closefd=True)
+        self.seq = 0
 
     def send(self, event: str, **payload: Any) -> None:
-        self.f.write(json.dumps({"event": event, **payload}, default=str) + "\n")
+        self.seq += 1
+        body = json.dumps({"event": event, "seq": self.seq, **payload}, default=str)
+        self.f.write(f"{self._sign(body.encode())} {body}\n")
         self.f.flush()
+
+
+def _signer(key: bytes):
+    import hashlib
+    import hmac
+
+    base = hmac.new(key, digestmod=hashlib.sha256)
+    del key
+
+    def sign(data: bytes) -> str:
+        mac = base.copy()
+        mac.update(data)
+        return mac.hexdigest()
+
+    return sign
 
 
 class Verdict(Exception):
@@ -550,8 +575,10 @@ def _tensors(values) -> list:
 
 def main(argv: list[str]) -> None:
     faulthandler.enable()  # a segfault prints the Python stack to the captured stderr
-    chan = Channel(int(argv[1]))
-    job = json.loads(Path(argv[2]).read_text())
+    chan = Channel(int(argv[1]), int(argv[3]))
+    job_path = Path(argv[2])
+    job = json.loads(job_path.read_text())
+    job_path.unlink()  # nothing of the evaluator's for the candidate to read
     chan.send("stage", name="setup")
     try:
         if job.get("mode") == "check_problem":

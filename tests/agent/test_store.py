@@ -313,3 +313,12 @@ def test_a_failing_migration_leaves_the_previous_state(tmp_path):
     assert [r["name"] for r in db.query("SELECT name FROM _migrations")] == ["m001_initial"]
     assert "half_made" not in db.table_names() and "runs" in db.table_names()
     assert not db.conn.in_transaction
+
+
+def test_a_file_that_is_not_a_database_is_a_one_line_store_error(tmp_path):
+    bad = tmp_path / "garbage.sqlite"
+    bad.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreError, match="cannot use .* as the trajectory store"):
+        Store(bad)
+    with pytest.raises(StoreError, match="is a folder"):
+        Store(tmp_path)

@@ -105,11 +105,13 @@ def test_candidate_output_is_captured_not_parsed(tmp_path):
 
 
 def test_secrets_are_scrubbed_from_the_child(monkeypatch):
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-key")
-    monkeypatch.setenv("HF_TOKEN", "hf-test")
+    names = ["OPENAI_API_KEY", "HF_TOKEN", "GITHUB_PAT", "DATABASE_URL", "HTTPS_PROXY", "SIGNING_SALT",
+             "AZURE_API_BASE", "KB_DB", "AWS_SECRET_ACCESS_KEY"]  # fmt: skip
+    for name in names:
+        monkeypatch.setenv(name, "not-a-real-secret")
     src = (
         "import os, torch, torch.nn as nn\n"
-        "leaked = [k for k in ('OPENAI_API_KEY', 'HF_TOKEN') if k in os.environ]\n"
+        f"leaked = [k for k in {names!r} if k in os.environ]\n"
         "class ModelNew(nn.Module):\n"
         "    def forward(self, x):\n"
         "        return torch.relu(x) + (1.0 if leaked else 0.0)\n"
@@ -151,3 +153,11 @@ def test_cuda_syntax_error_reports_the_line_on_a_cpu_machine():
     assert any("cuda.cu(" in e and 'expected a ";"' in e for e in r.compile.errors), r.compile.errors
     assert "0.f" in r.message  # the offending source line is quoted
     assert os.environ.get("CUDA_HOME") is None or True
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_a_forged_verdict_on_the_result_channel_is_rejected(strict):
+    r = run("forge_channel", strict=strict)
+    assert r.status == Status.REJECTED, r.message
+    assert "private result channel" in r.message
+    assert r.speedup is None
