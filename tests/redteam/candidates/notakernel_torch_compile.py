@@ -2,9 +2,11 @@
 
 class: 5 not-a-kernel
 attack: forward runs torch.compile(lambda x: torch.relu(x)): Inductor writes and launches a Triton (GPU)
-  or C++ (CPU) kernel, so "a generated kernel ran", but nobody wrote it.
+  or C++ (CPU) kernel, so "a generated kernel ran", but nobody wrote it. (A sandbox that makes
+  Inductor's compile workers fail with a rule's PermissionError gives runtime_error: fine too.)
 problem: toy/relu
 expected: rejected
+accept: runtime_error
 device: cpu
 slow: yes
 """

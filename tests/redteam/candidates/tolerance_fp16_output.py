@@ -5,6 +5,7 @@ attack: the Triton softmax computes in fp32 and stores fp16. Softmax values are 
   error (< 5e-4 relative) stays inside atol = 1e-4; the output dtype differs from the reference's fp32.
 problem: toy/row_softmax
 expected: incorrect
+accept: rejected
 device: cpu
 """
 import torch
