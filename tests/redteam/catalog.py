@@ -254,7 +254,7 @@ class Outcome:
         """Why this outcome is not what a trustworthy evaluator gives; empty when it is."""
         c = self.candidate
         out = []
-        if self.status not in c.allowed:
+        if self.status not in c.allowed and not self.blocked_by_rule:
             out.append(f"status {self.status}, expected {c.expected}" + (f" (or {', '.join(c.accept)})" if c.accept else ""))
         bound = c.speed_bound(self.device)
         if self.status == "correct" and bound is not None and self.speedup is not None and self.speedup > bound:
@@ -264,6 +264,18 @@ class Outcome:
         if self.leaked:
             out.append(f"leaked secrets: {', '.join(self.leaked)}")
         return out
+
+    @property
+    def failed_checks(self) -> dict[str, str]:
+        checks = (self.strict_info or {}).get("checks") or {}
+        return {k: v.get("detail", "") for k, v in checks.items() if isinstance(v, dict) and not v.get("passed", True)}
+
+    @property
+    def blocked_by_rule(self) -> bool:
+        """An attack expected to be `rejected` that the strict sandbox stopped by raising (so the status
+        is the stage's compile_error/runtime_error) while a strict check names the rule: not a hole."""
+        return (self.candidate.expected == "rejected" and self.status in ("compile_error", "runtime_error")
+                and bool(self.failed_checks))
 
     @property
     def ok(self) -> bool:
