@@ -29,9 +29,11 @@ The checks, by the kind of hack they close (each closes the class, not one examp
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
 import re
 import sys
+import sysconfig
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,17 +132,25 @@ def guarded_objects(torch_mod, reference_module) -> dict[str, Any]:
         "time": time,
         "reference": reference_module,
     }
+    if isinstance(getattr(reference_module, "Model", None), type):
+        objs["reference.Model"] = reference_module.Model
     if hasattr(torch_mod, "_C") and hasattr(torch_mod._C, "_nn"):
         objs["torch._C._nn"] = torch_mod._C._nn
     return objs
 
 
 # ------------------------------------------------------------------------------------ side effects
-_ALLOWED_TOOLS = {"ninja", "nvcc", "c++", "g++", "gcc", "cc", "clang", "clang++", "ptxas", "ld", "ld.gold",
-                  "ldconfig", "cuobjdump", "nvdisasm", "which", "uname", "cicc", "fatbinary", "nvlink",
-                  "cudafe++", "sh", "nvidia-smi"}  # fmt: skip
+# Processes a candidate's code may start while the monitor is on: what Triton runs when it compiles a
+# kernel at first launch. (Extension builds run with the monitor paused.)
+_ALLOWED_TOOLS = {"ptxas", "ldconfig", "ldconfig.real", "cuobjdump", "nvdisasm"}
 _SECRET_PATH = re.compile(r"/proc/(\d+|self)/environ|/\.ssh/|/\.aws/|\.netrc|\.git-credentials|\.pypirc|"
                           r"/\.config/gcloud|/\.docker/config|/\.kube/|\.env$|\.sqlite3?(-wal|-shm)?$")  # fmt: skip
+# Frames and the garbage collector are how in-process code finds the evaluator's objects (the reference,
+# its output, the result channel, the strict flag); a candidate has no need for them.
+_INTROSPECTION = {"sys._getframe", "sys._current_frames", "gc.get_objects", "gc.get_referrers",
+                  "gc.get_referents", "sys.setprofile", "sys.settrace", "sys._getframemodulename"}  # fmt: skip
+_STDLIB = sysconfig.get_paths()["stdlib"]
+_FRAME_ATTRS = {"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back", "f_locals", "f_globals"}
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
 
@@ -150,17 +160,19 @@ class SideEffectMonitor:
     network use, and reads of credentials or other processes' environments. Audit hooks cannot be
     removed once added; C++ code that makes system calls directly is not seen."""
 
-    def __init__(self, allowed_roots: list[Path]):
+    def __init__(self, allowed_roots: list[Path], candidate_dir: Path | None = None):
         self.roots = [str(Path(r).resolve()) for r in allowed_roots] + ["/dev/null", "/dev/shm", "/dev/nvidia"]
+        self.candidate_dir = str(Path(candidate_dir).resolve()) + os.sep if candidate_dir else None
         self.events: list[str] = []
         self.active = False
+        self._busy = False
 
     def _allowed(self, path: str) -> bool:
         p = os.path.abspath(path)
         return any(p == r or p.startswith(r.rstrip("/") + "/") for r in self.roots)
 
     def __call__(self, event: str, args: tuple) -> None:
-        if not self.active:
+        if not self.active or self._busy:
             return
         if event == "open":
             path, mode, flags = args
@@ -182,8 +194,40 @@ class SideEffectMonitor:
             self._block(f"{event}")
         elif event in ("socket.connect", "socket.bind", "socket.sendto", "socket.getaddrinfo"):
             self._block(f"network ({event})")
-        elif event == "os.putenv" or event == "os.unsetenv":
-            pass
+        elif event in _INTROSPECTION and self._from_candidate():
+            self._block(f"inspected the interpreter ({event}): frames and the garbage collector lead to the "
+                        "evaluator's own objects")  # fmt: skip
+        elif (event == "object.__getattr__" and len(args) > 1 and args[1] in _FRAME_ATTRS
+              and self._from_candidate()):  # fmt: skip
+            self._block(f"inspected the interpreter (.{args[1]}): frames lead to the evaluator's own objects")
+
+    def _from_candidate(self) -> bool:
+        """Whether the code asking is the candidate's: the nearest caller outside the standard library
+        (and code compiled from strings) is a file in the candidate's directory. torch and triton use
+        frames themselves (lazy CUDA seeding records a stack), which stays allowed."""
+        self._busy = True
+        try:
+            f = sys._getframe(2)
+            while f is not None:
+                name = f.f_code.co_filename
+                if self.candidate_dir and name.startswith(self.candidate_dir):
+                    return True
+                stdlib = name.startswith(_STDLIB) and "-packages" + os.sep not in name
+                if not (name.startswith("<") or stdlib):
+                    return False
+                f = f.f_back
+            return False
+        finally:
+            self._busy = False
+
+    @contextlib.contextmanager
+    def paused(self):
+        """Let the evaluator's own code do what a candidate may not (read a traceback's frames, say)."""
+        was, self.active = self.active, False
+        try:
+            yield
+        finally:
+            self.active = was
 
     def _block(self, what: str) -> None:
         self.events.append(what)
@@ -292,3 +336,32 @@ def speed_of_light_ms(nbytes: int, flops: int, bandwidth: float, capability: str
     """The least time one forward can take: max(bytes / bandwidth, FLOPs / peak rate), in ms."""
     peak = PEAK_FLOPS.get(capability or "", PEAK_FLOPS["9.0"])[precision]
     return max(nbytes / bandwidth, flops / peak) * 1e3
+
+
+# ------------------------------------------------------------------------------------- not a kernel
+# PyTorch ops that move or shape data rather than compute the answer: a candidate may use them as glue.
+GLUE_OPS = {
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like", "ones",
+    "ones_like", "full", "full_like", "fill_", "zero_", "view", "reshape", "_reshape_alias", "_unsafe_view",
+    "as_strided", "contiguous", "clone", "copy_", "to", "_to_copy", "detach", "t", "transpose", "permute",
+    "expand", "squeeze", "unsqueeze", "flatten", "select", "slice", "narrow", "split", "chunk", "item",
+    "_local_scalar_dense", "resolve_conj", "resolve_neg", "lift_fresh", "alias", "cat", "stack", "numel",
+    "is_nonzero", "set_", "resize_", "arange", "scalar_tensor", "unbind", "split_with_sizes", "_has_compatible_shallow_copy_type",
+}  # fmt: skip
+
+
+def torch_ops(fn, args) -> set[str]:
+    """Names of the aten ops one call of `fn` dispatched (torch.profiler, CPU side; nested ops included)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU]) as prof:
+        fn(*args)
+    return {e.name for e in prof.events() if e.name.startswith("aten::")}
+
+
+def reference_ops_recomputed(ref_ops: set[str], cand_ops: set[str]) -> list[str]:
+    """The reference's compute ops, when the candidate dispatched every one of them (it recomputes the
+    reference with PyTorch: a fallback, a decoy kernel, or a thin wrapper); else []."""
+    compute = {op for op in ref_ops if op.removeprefix("aten::") not in GLUE_OPS}
+    return sorted(compute) if compute and compute <= cand_ops else []
