@@ -42,10 +42,11 @@ class Channel:
             self._sign = _signer(f.read())
         self.f = os.fdopen(fd, "w", buffering=1, closefd=True)
         self.seq = 0
+        self._dumps = json.dumps  # bound now: a candidate that patches json.dumps later changes nothing here
 
     def send(self, event: str, **payload: Any) -> None:
         self.seq += 1
-        body = json.dumps({"event": event, "seq": self.seq, **payload}, default=str)
+        body = self._dumps({"event": event, "seq": self.seq, **payload}, default=str)
         self.f.write(f"{self._sign(body.encode())} {body}\n")
         self.f.flush()
 
@@ -177,6 +178,8 @@ class Evaluation:
         if hw.arch_list:
             os.environ["TORCH_CUDA_ARCH_LIST"] = hw.arch_list
         self.chan.send("hardware", hardware=dataclasses.asdict(hw))
+        # bound before any candidate code runs: patching the classes later does not change what runs here
+        send, strict_verdict = self.chan.send, self.strict_verdict
         try:
             self.build()
             self.check_correctness()
@@ -187,8 +190,8 @@ class Evaluation:
         except Verdict as v:
             status, message = v.status, v.message
         if self.strict:
-            status, message = self.strict_verdict(status, message)
-        self.chan.send("done", status=str(status), message=message)
+            status, message = strict_verdict(status, message)
+        send("done", status=str(status), message=message)
 
     def strict_verdict(self, status: Status, message: str) -> tuple[Status, str]:
         """Fold the strict checks into the verdict: a parity-correct candidate that broke a rule is rejected."""
@@ -199,7 +202,7 @@ class Evaluation:
             self.monitor.active = False
             checks.record("side_effects", not self.monitor.events, "; ".join(dict.fromkeys(self.monitor.events)))
         if self.guard is not None:
-            changed = self.guard.changed()
+            changed = self.guard_changed()
             checks.record("tampering", not changed, "replaced " + ", ".join(changed[:8]) if changed else "")
         threads = live_threads(self.threads_before)
         checks.record("threads", not threads, f"left threads running: {', '.join(threads)}" if threads else "")
@@ -290,7 +293,6 @@ class Evaluation:
         self.checks.record("static", not found, "; ".join(found))
         self.checks.record("custom_kernel_source", backend != "torch",
                            "" if backend != "torch" else "no load_inline or Triton kernel in the source")  # fmt: skip
-        self.guard = TamperGuard(guarded_objects(self.torch, self.ref_mod))
         self.threads_before = {t.ident for t in threading.enumerate()}
         roots = [self.workdir, self.build_root, os.environ.get("TRITON_CACHE_DIR", self.workdir),
                  os.environ.get("TMPDIR", self.workdir)]  # fmt: skip
@@ -298,6 +300,12 @@ class Evaluation:
         self.monitor.install()
         global _MONITOR
         _MONITOR = self.monitor
+        own = {name: mod for name, mod in sys.modules.items()
+               if name in ("__main__", "json", "evaluator.strict", "evaluator.compare", "evaluator.timing")}  # fmt: skip
+        own.update({"Evaluation": Evaluation, "Channel": Channel, "Checks": type(self.checks),
+                    "SideEffectMonitor": SideEffectMonitor, "TamperGuard": TamperGuard})  # fmt: skip
+        self.guard = TamperGuard({**guarded_objects(self.torch, self.ref_mod), **own})
+        self.guard_changed = self.guard.changed  # bound now, like the verdict above
 
     def poison_free_memory(self) -> None:
         """Fill the CUDA caching allocator's free blocks with NaN, so memory a candidate gets back from it
