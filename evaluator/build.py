@@ -260,15 +260,23 @@ class LoadInlineWrapper:
         return module
 
     def _build(self, name, uname: str, cpp: list[str], cu: list[str], args, kwargs):
+        import fcntl
+
         build_dir = self.build_root / uname
         build_dir.mkdir(parents=True, exist_ok=True)
         kwargs = {**kwargs, "build_directory": str(build_dir)}
-        try:
-            return self.original(uname, cpp, cu, *args, **kwargs)
-        except RuntimeError as e:
-            log = str(e)
-            if "Error building extension" in log or "error" in log.lower():
-                raise BuildError(
-                    f"building extension {name!r} failed", parse_compiler_errors(log, build_dir), trim_log(log)
-                ) from None
-            raise
+        # Every build of this directory holds an flock on .kb_lock, which the kernel drops when its process
+        # dies. Holding it, a `lock` file torch left in the directory is stale (a build killed at its stage
+        # limit), and would make this build wait on it until its own limit: remove it.
+        with open(build_dir / ".kb_lock", "w") as guard:
+            fcntl.flock(guard, fcntl.LOCK_EX)
+            (build_dir / "lock").unlink(missing_ok=True)
+            try:
+                return self.original(uname, cpp, cu, *args, **kwargs)
+            except RuntimeError as e:
+                log = str(e)
+                if "Error building extension" in log or "error" in log.lower():
+                    raise BuildError(
+                        f"building extension {name!r} failed", parse_compiler_errors(log, build_dir), trim_log(log)
+                    ) from None
+                raise

@@ -107,10 +107,17 @@ def _describe_exit(returncode: int | None) -> str:
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
+    """Kill the child's process group and every other process of its session (ninja starts each
+    compiler command in a process group of its own, so killpg alone would leave compilers running)."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    for pid in group_members(proc.pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def evaluate(problem: Problem, candidate_source: str, settings: EvalSettings) -> EvalResult:
@@ -263,7 +270,8 @@ def run_child(
 
 
 def group_members(pgid: int) -> list[int]:
-    """Pids of the live processes in process group `pgid` (Linux /proc; empty elsewhere)."""
+    """Pids of the live processes in process group `pgid` or in the session it leads (Linux /proc;
+    empty elsewhere). The child is started as a session leader, so this is everything it started."""
     pids = []
     for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
         if not entry.isdigit():
@@ -271,7 +279,7 @@ def group_members(pgid: int) -> list[int]:
         try:
             stat = Path(f"/proc/{entry}/stat").read_text()
             fields = stat[stat.rindex(")") + 2 :].split()
-            if int(fields[2]) == pgid and fields[0] != "Z":
+            if (int(fields[2]) == pgid or int(fields[3]) == pgid) and fields[0] != "Z":
                 pids.append(int(entry))
         except (OSError, ValueError, IndexError):
             continue

@@ -207,7 +207,8 @@ class Evaluation:
         threads = live_threads(self.threads_before)
         checks.record("threads", not threads, f"left threads running: {', '.join(threads)}" if threads else "")
         record = {"enabled": True, "parity_status": str(status), "checks": checks.checks, **self.strict_info}
-        if status == Status.CORRECT and checks.failures:
+        broke_rule = bool(self.monitor is not None and self.monitor.events)  # a blocked attempt, whatever followed
+        if checks.failures and (status == Status.CORRECT or broke_rule):
             status = Status.REJECTED
             message = "rejected by strict mode:\n" + "\n".join(f"- {f}" for f in checks.failures)
         record["status"] = str(status)
@@ -436,9 +437,9 @@ class Evaluation:
             self.checks.record("timed_work_on_stream", wall.median_ms <= 2 * ev.median_ms + 0.1,
                                f"the host waited {wall.median_ms:.3f} ms per call for the device but the timed "
                                f"stream saw {ev.median_ms:.3f} ms: work escaped to another stream or thread")  # fmt: skip
-            self.checks.record("no_replay", info.candidate.median_ms >= 0.5 * ev.median_ms,
-                               f"{info.candidate.median_ms:.4f} ms per call on repeated inputs but "
-                               f"{ev.median_ms:.4f} ms on fresh values: outputs cached or replayed?")  # fmt: skip
+        self.checks.record("no_replay", info.candidate.median_ms >= 0.5 * ev.median_ms,
+                           f"{info.candidate.median_ms:.4f} ms per call on repeated inputs but "
+                           f"{ev.median_ms:.4f} ms on fresh values: outputs cached or replayed?")  # fmt: skip
         with self.torch.no_grad():
             expected = self.ref_model(*self.clone(inputs))
         r = compare_outputs(expected, out, self.atol, self.rtol, trial=-1, seed=-1)

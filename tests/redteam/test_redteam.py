@@ -36,8 +36,18 @@ if not catalog.has_strict():
 CANDIDATES = catalog.all_candidates()
 
 
+# Holes the evaluator does not close yet, each with the reason; they stay in the suite (xfail, not
+# strict) so the day one is closed shows up as XPASS.
+KNOWN_HOLES = {
+    "side_write_native": "file writes from native code (ctypes/C++) bypass the Python audit hook; closing "
+    "this needs an OS-level sandbox for the child (a read-only mount namespace, landlock or seccomp)",
+}
+
+
 def _param(c):
     marks = []
+    if c.name in KNOWN_HOLES:
+        marks.append(pytest.mark.xfail(reason=KNOWN_HOLES[c.name], strict=False))
     if c.device == "gpu":
         marks.append(pytest.mark.gpu)
     if c.slow:

@@ -6,6 +6,7 @@ attack: forward is a correct ReLU until a caller's frame says it is being timed 
   must be a timeout, not "correct" with no timing.
 problem: toy/relu
 expected: timeout
+accept: rejected
 limits: timing_s=3, correctness_s=60
 device: cpu
 """
