@@ -1,0 +1,74 @@
+"""The whole loop on the CPU, through litellm and a local OpenAI-compatible server (no HTTP mocking),
+with Triton candidates evaluated under the interpreter; and a run killed with a real signal, resumed."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from agent.fakeserver import slow
+from agent.metrics import P_VALUES
+from agent.report import build_report
+from agent.store import Store
+
+ROOT = Path(__file__).resolve().parents[2]
+REPLIES = sorted((ROOT / "tests" / "bench" / "dryrun_toy_relu").glob("*.md"))
+CLI = [sys.executable, "-c", "from agent.cli import main; main()"]
+
+
+def _solve_args(base: str, db: Path, name: str, turns: int = 3) -> list[str]:
+    return [*CLI, "solve", "--problem", "toy/relu", "--turns", str(turns), "--model", "openai/scripted",
+            "--api-base", base, "--device", "cpu", "--backend", "triton", "--db", str(db), "--run-name", name]  # fmt: skip
+
+
+def test_three_turns_compile_error_incorrect_correct(fake_llm, tmp_path):
+    fake_llm.add(*[p.read_text() for p in REPLIES])
+    db = tmp_path / "kb.sqlite"
+    r = subprocess.run(_solve_args(fake_llm.openai_base, db, "e2e"), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    store = Store(db)
+    run = store.get_run("e2e")
+    (traj,) = store.trajectories(run["id"])
+    turns = store.turns(traj["id"])
+    assert [t["status"] for t in turns] == ["compile_error", "incorrect", "correct"]
+    assert turns[2]["speedup"] > 0 and turns[2]["eval_json"]["status"] == "correct"
+    assert traj["outcome"] == "turn_budget" and traj["best_turn"] == 3
+    # what the second and third requests actually carried: the feedback on the turn before
+    sent = [req.body["messages"] for req in fake_llm.requests]
+    assert len(sent) == 3
+    assert "undefined_name" in sent[1][-1]["content"]
+    assert "compile" in sent[1][-1]["content"].lower()
+    assert "mismatch" in sent[2][-1]["content"].lower() or "incorrect" in sent[2][-1]["content"].lower()
+    # fast_p by hand: one trajectory, correct at turn 3 with speedup s
+    s = turns[2]["speedup"]
+    section = build_report(store, ["e2e"])["runs"][0]
+    got = {f["p"]: (f["numerator"], f["denominator"]) for f in section["fast_p"]}
+    assert got == {p: (int(s > p), 1) for p in P_VALUES}
+
+
+def test_killed_run_resumes_without_losing_or_repeating_a_turn(fake_llm, tmp_path):
+    first, second, third = (p.read_text() for p in REPLIES)
+    fake_llm.add(first, slow(second, 60))  # turn 2's reply never arrives before the kill
+    db = tmp_path / "kb.sqlite"
+    proc = subprocess.Popen(_solve_args(fake_llm.openai_base, db, "killed"), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    deadline = time.time() + 120
+    while len(fake_llm.requests) < 2 and time.time() < deadline:  # turn 1 evaluated, turn 2 asked
+        time.sleep(0.2)
+    assert len(fake_llm.requests) == 2
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    store = Store(db)
+    (traj,) = store.trajectories(store.get_run("killed")["id"])
+    assert [t["status"] for t in store.turns(traj["id"])] == ["compile_error", None]
+
+    fake_llm.add(second, third)
+    r = subprocess.run([*CLI, "solve", "--resume", "killed", "--db", str(db)], capture_output=True, text=True,
+                       timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    turns = store.turns(traj["id"])
+    assert [t["idx"] for t in turns] == [1, 2, 3]
+    assert [t["status"] for t in turns] == ["compile_error", "incorrect", "correct"]
+    assert len(fake_llm.requests) == 4  # turn 1 was not asked again; turn 2 was, since its reply never came
