@@ -113,11 +113,16 @@ def _kill_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    for pid in group_members(proc.pid):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+    for _ in range(50):  # a dying ninja may still be starting a compiler: sweep until none is left
+        members = [p for p in group_members(proc.pid) if p != proc.pid or proc.poll() is None]
+        if not members:
+            return
+        for pid in members:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.02)
 
 
 def evaluate(problem: Problem, candidate_source: str, settings: EvalSettings) -> EvalResult:

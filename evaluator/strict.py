@@ -140,9 +140,11 @@ def guarded_objects(torch_mod, reference_module) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------ side effects
-# Processes a candidate's code may start while the monitor is on: what Triton runs when it compiles a
-# kernel at first launch. (Extension builds run with the monitor paused.)
-_ALLOWED_TOOLS = {"ptxas", "ldconfig", "ldconfig.real", "cuobjdump", "nvdisasm"}
+# Processes a candidate's code may start while the monitor is on: what Triton (ptxas, and a C compiler
+# for its launcher stub, runtime/build.py), ctypes.util and the hardware probe run. No shells.
+# (Extension builds run with the monitor paused.)
+_ALLOWED_TOOLS = {"ptxas", "ldconfig", "ldconfig.real", "cuobjdump", "nvdisasm", "gcc", "cc", "clang", "g++",
+                  "c++", "clang++", "ld", "objdump", "file", "uname", "nvidia-smi"}  # fmt: skip
 _SECRET_PATH = re.compile(r"/proc/(\d+|self)/environ|/\.ssh/|/\.aws/|\.netrc|\.git-credentials|\.pypirc|"
                           r"/\.config/gcloud|/\.docker/config|/\.kube/|\.env$|\.sqlite3?(-wal|-shm)?$")  # fmt: skip
 # Frames and the garbage collector are how in-process code finds the evaluator's objects (the reference,
