@@ -350,6 +350,12 @@ def solve_cmd(
     else:
         if not problem or not model:
             raise UsageError("solve needs --problem and --model (or --resume RUN)")
+        if temperature is not None and not 0 <= temperature <= 2:
+            raise UsageError(f"--temperature {temperature} is outside 0..2")
+        if max_tokens < 1:
+            raise UsageError(f"--max-tokens must be 1 or more, got {max_tokens}")
+        if reasoning_effort is not None and reasoning_effort not in ("minimal", "low", "medium", "high"):
+            raise UsageError(f"--reasoning-effort {reasoning_effort!r}: choose minimal, low, medium or high")
         try:
             config = SolveConfig(turns=turns, context=context, samples=samples, backend=backend,
                                  precision=precision, device=device, strict=strict, token_budget=token_budget,

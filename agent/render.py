@@ -17,13 +17,20 @@ def _ms(s: TimingStats | None) -> str:
     return f"{s.mean_ms:.4f} (median {s.median_ms:.4f}, std {s.std_ms:.4f}, min {s.min_ms:.4f}, max {s.max_ms:.4f})"
 
 
+def _problem_label(p: dict) -> str:
+    level = p.get("level")
+    if level is None:
+        return "(file)"
+    return "toy" if level == 0 else f"{level}/{p.get('problem_id')}"
+
+
 def eval_summary(r: EvalResult) -> Group:
     """Status, message, timing and profile of one evaluation, for a terminal."""
     parts: list = []
     p = r.problem
     head = Text.assemble(
         (f"{r.status}", _STYLE.get(r.status, "bold red")),
-        f"   problem L{p.get('level')}/{p.get('problem_id')} {p.get('name')}   backend {r.backend}   "
+        f"   problem {_problem_label(p)} {p.get('name')}   backend {r.backend}   "
         f"device {r.device}   precision {r.precision}",
     )
     parts.append(head)

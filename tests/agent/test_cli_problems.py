@@ -50,3 +50,18 @@ def test_help_does_not_import_heavy_modules():
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert "HEAVY []" in r.stdout
+
+
+def test_solve_rejects_bad_sampling_options_in_one_line(tmp_path):
+    for args, words in (
+        (["--temperature", "-5"], "outside 0..2"),
+        (["--max-tokens", "0"], "--max-tokens must be 1 or more"),
+        (["--reasoning-effort", "extreme"], "choose minimal, low, medium or high"),
+    ):
+        r = subprocess.run(
+            [sys.executable, "-c", "from agent.cli import main; main()", "solve", "--problem", "toy/relu",
+             "--model", "openai/x", "--device", "cpu", "--backend", "triton", "--db", str(tmp_path / "kb.sqlite"),
+             *args],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr, r.stderr
