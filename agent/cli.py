@@ -38,6 +38,12 @@ DatasetOpt = Annotated[
 ]
 
 
+DbOpt = Annotated[
+    str | None,
+    typer.Option("--db", envvar="KB_DB", help="Trajectory store (SQLite). Default: runs/kb.sqlite."),
+]
+
+
 class UsageError(Exception):
     """Bad input from the user; the CLI prints the message on one line and exits with code 2."""
 
@@ -45,6 +51,15 @@ class UsageError(Exception):
 def fail(message: str, code: int = 2) -> NoReturn:
     err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
     raise typer.Exit(code)
+
+
+def require_cuda(device: str, hint: str) -> None:
+    """UsageError (one line) when `device` is a CUDA device and this machine has none; `hint` says what to do."""
+    if device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError(f"no CUDA device here; {hint}")
 
 
 def _expected_errors() -> tuple[type[Exception], ...]:
@@ -116,10 +131,7 @@ def problems_check(
     device: Annotated[str, typer.Option(help="cuda (default) or cpu.")] = "cuda",
     precision: Annotated[str, typer.Option(help="fp32, fp16 or bf16.")] = "fp32",
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object per problem.")] = False,
-    db: Annotated[
-        str | None,
-        typer.Option("--db", envvar="KB_DB", help="Trajectory store (SQLite). Default: runs/kb.sqlite."),
-    ] = None,
+    db: DbOpt = None,
     dataset: DatasetOpt = None,
 ) -> None:
     """Flag degenerate references: nondeterministic, passed by a zero or constant output at the
@@ -135,11 +147,7 @@ def problems_check(
         settings = EvalSettings(device=device, precision=precision)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    if settings.device.startswith("cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            raise UsageError("no CUDA device here; run on a GPU machine, or pass --device cpu")
+    require_cuda(settings.device, "run on a GPU machine, or pass --device cpu")
     problems = resolve(spec, dataset)
     store = Store(db)
     table = Table("problem", "name", "status", "flags", "s")
@@ -162,11 +170,6 @@ runs_app = typer.Typer(
     help="List the runs in the trajectory store and show one turn by turn.", no_args_is_help=True
 )
 app.add_typer(runs_app, name="runs")
-
-DbOpt = Annotated[
-    str | None,
-    typer.Option("--db", envvar="KB_DB", help="Trajectory store (SQLite). Default: runs/kb.sqlite."),
-]
 
 
 def _print_blocks(renderables: list, text: str) -> None:
@@ -278,13 +281,7 @@ def eval_cmd(
                                 baseline_compile=baseline == "compile")  # fmt: skip
     except ValueError as e:
         raise UsageError(str(e)) from None
-    if settings.device.startswith("cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            raise UsageError(
-                "no CUDA device here; pass --device cpu (Triton candidates run under the interpreter)"
-            )
+    require_cuda(settings.device, "pass --device cpu (Triton candidates run under the interpreter)")
     result = evaluate(resolve_one(problem, dataset), candidate.read_text(), settings)
     if json_out:
         sys.stdout.write(result.to_json() + "\n")
@@ -370,11 +367,7 @@ def solve_cmd(
                                 strict=config.strict)  # fmt: skip
     except ValueError as e:
         raise UsageError(str(e)) from None
-    if settings.device.startswith("cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            raise UsageError("no CUDA device here; run on a GPU machine, or pass --device cpu --backend triton")
+    require_cuda(settings.device, "run on a GPU machine, or pass --device cpu --backend triton")
     lm = LiteLLMModel(llm_config)  # raises MissingKeyError (one line) before any request
     evaluator = LocalEvaluator(settings)
     with TurnPrinter(out, total_turns=config.turns) as printer:

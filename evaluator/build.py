@@ -185,6 +185,20 @@ def lighten_cuda_sources(cuda_sources: list[str]) -> list[str] | None:
     return [_EXTENSION_INCLUDE.sub("// kb-agent: torch/extension.h -> torch/types.h (prepended)", src) for src in cuda_sources]
 
 
+def light_first(cuda_sources: list[str], attempt):
+    """`attempt(sources, light)` with the lightened CUDA sources first (`lighten_cuda_sources`), then with
+    the sources as given when that failed for want of a declaration. A genuine error (one the candidate's
+    own sources would hit too) is raised at once. Returns (attempt's result, whether the light one served)."""
+    light = lighten_cuda_sources(cuda_sources) if cuda_sources else None
+    if light is not None:
+        try:
+            return attempt(light, True), True
+        except BuildError as e:
+            if not any(_MISSING_DECL.search(err) for err in e.errors):
+                raise
+    return attempt(cuda_sources, False), False
+
+
 class LoadInlineWrapper:
     """Replaces `torch.utils.cpp_extension.load_inline` inside the evaluator's child (see module doc).
 
@@ -228,13 +242,7 @@ class LoadInlineWrapper:
         if not self.cuda_torch and cu:
             check_dir = self.build_root / uname
             check_dir.mkdir(parents=True, exist_ok=True)
-            light = lighten_cuda_sources(cu)
-            try:
-                _syntax_check(cpp, light or cu, kwargs, check_dir, self.arch)
-            except BuildError as e:
-                if light is None or not any(_MISSING_DECL.search(err) for err in e.errors):
-                    raise
-                _syntax_check(cpp, cu, kwargs, check_dir, self.arch)
+            light_first(cu, lambda sources, _: _syntax_check(cpp, sources, kwargs, check_dir, self.arch))
             raise CudaUnavailable(
                 "this machine's torch has no CUDA: the CUDA sources passed an nvcc compile check "
                 f"(sm_{self.arch.replace('.', '')}) but cannot be built into a module or run here"
@@ -244,19 +252,11 @@ class LoadInlineWrapper:
         # every build on the machine, and one interrupted or concurrent PCH build left a .gch that made
         # g++ crash ("internal compiler error: Segmentation fault") on every later build (seen on the H200).
         kwargs.setdefault("use_pch", False)
-        light = lighten_cuda_sources(cu) if cu else None
-        if light is not None:
-            try:
-                module = self._build(name, uname + "_l", cpp, light, args, kwargs)
-                self.builds.append({"name": str(name), "seconds": time.perf_counter() - t0, "cached": cached,
-                                    "light_cuda_include": True})  # fmt: skip
-                return module
-            except BuildError as e:
-                if not any(_MISSING_DECL.search(err) for err in e.errors):
-                    raise  # a genuine error: the candidate's own sources would fail the same way
-        module = self._build(name, uname, cpp, cu, args, kwargs)
+        module, light = light_first(
+            cu, lambda sources, light: self._build(name, uname + ("_l" if light else ""), cpp, sources, args, kwargs)
+        )
         self.builds.append({"name": str(name), "seconds": time.perf_counter() - t0, "cached": cached,
-                            "light_cuda_include": False})  # fmt: skip
+                            "light_cuda_include": light})  # fmt: skip
         return module
 
     def _build(self, name, uname: str, cpp: list[str], cu: list[str], args, kwargs):
