@@ -131,12 +131,14 @@ def problems_check(
     device: Annotated[str, typer.Option(help="cuda (default) or cpu.")] = "cuda",
     precision: Annotated[str, typer.Option(help="fp32, fp16 or bf16.")] = "fp32",
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object per problem.")] = False,
+    jobs: Annotated[int, typer.Option(min=1, max=32, help="Problems checked at once, each in its own child.")] = 1,
     db: DbOpt = None,
     dataset: DatasetOpt = None,
 ) -> None:
     """Flag degenerate references: nondeterministic, passed by a zero or constant output at the
     tolerance, or failing under the evaluator's input handling. Results are stored for `report`."""
     import json
+    from concurrent.futures import ThreadPoolExecutor
 
     from agent.store import Store
     from evaluator import EvalSettings
@@ -151,17 +153,34 @@ def problems_check(
     problems = resolve(spec, dataset)
     store = Store(db)
     table = Table("problem", "name", "status", "flags", "s")
-    for p in problems:
-        c = check_problem(p, settings)
+    results: dict[str, dict] = {}
+
+    def finish(p, c: dict) -> None:
+        results[p.key] = c
         if c["status"] in ("ok", "flagged"):  # a check that could not run must not replace a finding
             store.record_problem_check(c)
         if json_out:
             sys.stdout.write(json.dumps(c) + "\n")
-        else:
-            flags = ", ".join(c["flags"]) or ("-" if c["status"] in ("ok", "flagged") else c["message"][:120])
-            table.add_row(p.key, p.name, c["status"], flags, f"{c['seconds']:.1f}")
+            sys.stdout.flush()
+
+    oom = []  # out of memory beside other jobs: checked again alone at the end
+    with ThreadPoolExecutor(max_workers=jobs) as pool:  # each check is its own child process
+        for p, c in zip(problems, pool.map(lambda p: check_problem(p, settings), problems), strict=True):
+            if jobs > 1 and c["status"] == "error" and c["message"].startswith("out of memory"):
+                oom.append(p)
+            else:
+                finish(p, c)
+    for p in oom:
+        finish(p, check_problem(p, settings))
+    counts: dict[str, int] = {}
+    for p in problems:
+        c = results[p.key]
+        counts[c["status"]] = counts.get(c["status"], 0) + 1
+        flags = ", ".join(c["flags"]) or ("-" if c["status"] in ("ok", "flagged") else c["message"][:120])
+        table.add_row(p.key, p.name, c["status"], flags, f"{c['seconds']:.1f}")
     if not json_out:
         out.print(table)
+        out.print(f"{len(problems)} problems: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
 
 
 # ---------------------------------------------------------------- the store: report, runs

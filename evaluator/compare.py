@@ -14,6 +14,7 @@ import torch
 from evaluator.result import TrialResult
 
 MAX_LISTED_MISMATCHES = 5
+CHUNK_ELEMENTS = 1 << 24  # statistics are computed this many elements at a time (128 MB per float64 temporary)
 # bound at import, which the worker does before the candidate's code runs: a candidate that replaces
 # torch.allclose does not change the verdict (strict mode also reports the replacement)
 _allclose = torch.allclose
@@ -30,6 +31,63 @@ def _scalar(x: torch.Tensor) -> float | str:
     """A 0-d tensor as a JSON-safe number: finite floats as float, NaN/Inf as "nan"/"inf"/"-inf"."""
     v = float(x.item())
     return v if v == v and abs(v) != float("inf") else str(v)
+
+
+def _allclose_or_false(e: torch.Tensor, a: torch.Tensor, atol: float, rtol: float) -> bool:
+    try:
+        return bool(_allclose(e, a.to(e.dtype) if a.dtype != e.dtype else a, atol=atol, rtol=rtol))
+    except RuntimeError:  # e.g. bool vs float promotion rules
+        return False
+
+
+def _chunked_stats(e: torch.Tensor, a: torch.Tensor, atol: float, rtol: float, result: TrialResult) -> bool:
+    """The allclose verdict and the mismatch statistics, CHUNK_ELEMENTS at a time over the flattened
+    tensors, so a 1.6e9-element output needs a few hundred MB of float64 temporaries, not ~10x its size.
+    allclose is elementwise followed by all(), so the chunked verdict is the same as one call's."""
+    ef, af = e.reshape(-1), a.reshape(-1)
+    passed, mismatched, n_finite, sum_diff = True, 0, 0, 0.0
+    max_diff = max_rel = None
+    first: list[int] = []
+    for start in range(0, ef.numel(), CHUNK_ELEMENTS):
+        ec, ac = ef[start : start + CHUNK_ELEMENTS], af[start : start + CHUNK_ELEMENTS]
+        passed = _allclose_or_false(ec, ac, atol, rtol) and passed
+        e64, a64 = ec.to(torch.float64), ac.to(torch.float64)
+        diff = (a64 - e64).abs()
+        bad = ~(diff <= atol + rtol * a64.abs())  # NaN compares False, so NaN counts as a mismatch
+        mismatched += int(bad.sum())
+        if len(first) < MAX_LISTED_MISMATCHES:
+            first += [start + int(i) for i in bad.nonzero().flatten()[: MAX_LISTED_MISMATCHES - len(first)]]
+        # over finite differences; NaN/Inf are counted separately (nan_*, inf_*)
+        finite = diff[torch.isfinite(diff)]
+        if finite.numel():
+            m = float(finite.max())
+            max_diff = m if max_diff is None else max(max_diff, m)
+            n_finite += finite.numel()
+            sum_diff += float(finite.sum())
+        rel = diff / e64.abs().clamp_min(1e-12)
+        rel = rel[torch.isfinite(rel)]
+        if rel.numel():
+            m = float(rel.max())
+            max_rel = m if max_rel is None else max(max_rel, m)
+    result.max_abs_diff = max_diff
+    result.mean_abs_diff = sum_diff / n_finite if n_finite else None
+    result.max_rel_diff = max_rel
+    result.mismatched = mismatched
+    result.mismatch_fraction = mismatched / result.numel
+    shape = list(e.shape)
+    result.first_mismatches = [
+        {"index": _unravel(i, shape), "expected": _scalar(ef[i].to(torch.float64)), "actual": _scalar(af[i].to(torch.float64))}
+        for i in first
+    ]  # fmt: skip
+    return passed
+
+
+def _unravel(flat: int, shape: list[int]) -> list[int]:
+    index = []
+    for dim in reversed(shape):
+        flat, r = divmod(flat, dim)
+        index.append(r)
+    return index[::-1]
 
 
 def compare_tensors(
@@ -52,28 +110,10 @@ def compare_tensors(
     if a.is_floating_point() or a.is_complex():
         result.nan_actual = int(torch.isnan(a).sum())
         result.inf_actual = int(torch.isinf(a).sum())
-    try:
-        passed = bool(_allclose(e, a.to(e.dtype) if a.dtype != e.dtype else a, atol=atol, rtol=rtol))
-    except RuntimeError:  # e.g. bool vs float promotion rules
-        passed = False
-    e64, a64 = e.to(torch.float64), a.to(torch.float64)
-    diff = (a64 - e64).abs()
-    bad = ~(diff <= atol + rtol * a64.abs())  # NaN compares False, so NaN counts as a mismatch
     if result.numel:
-        finite = diff[torch.isfinite(diff)]
-        # over finite differences; NaN/Inf are counted separately (nan_*, inf_*)
-        result.max_abs_diff = _scalar(finite.max()) if finite.numel() else None
-        result.mean_abs_diff = _scalar(finite.mean()) if finite.numel() else None
-        rel = diff / e64.abs().clamp_min(1e-12)
-        rel = rel[torch.isfinite(rel)]
-        result.max_rel_diff = _scalar(rel.max()) if rel.numel() else None
-        result.mismatched = int(bad.sum())
-        result.mismatch_fraction = result.mismatched / result.numel
-        idx = bad.nonzero()[:MAX_LISTED_MISMATCHES]
-        result.first_mismatches = [
-            {"index": [int(i) for i in row], "expected": _scalar(e64[tuple(row)]), "actual": _scalar(a64[tuple(row)])}
-            for row in idx.tolist()
-        ]
+        passed = _chunked_stats(e, a, atol, rtol, result)
+    else:
+        passed = _allclose_or_false(e, a, atol, rtol)
     if e.dtype != a.dtype:
         # KernelBench does not check dtype; a wrong dtype that is still allclose passes for parity, but
         # is reported so strict mode and the model can see it.

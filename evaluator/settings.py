@@ -48,6 +48,9 @@ class EvalSettings:
         strict: run the strict checks (`evaluator.strict`) beside KernelBench's rules; a failed check
             makes the status `rejected`. The parity verdict is kept in `EvalResult.strict`.
         strict_timed_trials: timed calls on fresh input values in strict mode.
+        inputs_on_device: draw `get_inputs()` on the device (same seeds and distributions, values from
+            the device's generator; seconds faster per trial on large inputs); False draws them on the
+            CPU and moves them, as KernelBench does, for its exact input values.
         max_memory_gb: host memory (RSS, GiB) the child's whole process group may use, compilers included.
     """
 
@@ -71,6 +74,7 @@ class EvalSettings:
     strict: bool = True
     strict_timed_trials: int = 20
     max_memory_gb: float = 32.0
+    inputs_on_device: bool = True
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:

@@ -35,6 +35,7 @@ import re
 import sys
 import sysconfig
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -250,18 +251,20 @@ def relative_error(expected, actual) -> float | None:
     output is all zeros (no scale to compare against)."""
     import torch
 
-    from evaluator.compare import flatten_outputs
+    from evaluator.compare import CHUNK_ELEMENTS, flatten_outputs
 
     num = den = 0.0
     for e, a in zip(flatten_outputs(expected), flatten_outputs(actual), strict=False):
         if not isinstance(e, torch.Tensor) or not isinstance(a, torch.Tensor) or e.shape != a.shape:
             return float("inf")
-        e64, a64 = e.detach().to(torch.float64), a.detach().to(e.device, torch.float64)
-        d = (a64 - e64).norm().item()
-        if d != d:  # NaN
-            return float("inf")
-        num += d**2
-        den += e64.norm().item() ** 2
+        ef, af = e.detach().reshape(-1), a.detach().to(e.device).reshape(-1)
+        for start in range(0, ef.numel(), CHUNK_ELEMENTS):  # bounded float64 temporaries on large outputs
+            e64 = ef[start : start + CHUNK_ELEMENTS].to(torch.float64)
+            d = (af[start : start + CHUNK_ELEMENTS].to(torch.float64) - e64).norm().item()
+            if d != d:  # NaN
+                return float("inf")
+            num += d**2
+            den += e64.norm().item() ** 2
     if den == 0.0:
         return None
     return (num / den) ** 0.5
@@ -282,16 +285,16 @@ def exact_types(expected, actual) -> str | None:
     return None
 
 
-def alternative_inputs(inputs: list, torch_mod) -> list[tuple[str, list]]:
+def alternative_inputs(inputs: list, torch_mod) -> Iterator[tuple[str, list]]:
     """Inputs outside the declared distribution, for strict extra trials: signed values and larger
-    magnitudes. Only floating-point tensors change; integer inputs (indices) are kept."""
+    magnitudes. Only floating-point tensors change; integer inputs (indices) are kept. Yielded one
+    set at a time, so only one extra copy of large inputs is alive."""
+
     def remap(f):
         return [f(x) if isinstance(x, torch_mod.Tensor) and x.is_floating_point() else x for x in inputs]
 
-    return [
-        ("signed", remap(lambda x: x * 2 - x.mean() if x.numel() > 1 else -x)),
-        ("larger", remap(lambda x: x * 8)),
-    ]
+    yield "signed", remap(lambda x: x * 2 - x.mean() if x.numel() > 1 else -x)
+    yield "larger", remap(lambda x: x * 8)
 
 
 # ------------------------------------------------------------------------------------ speed of light

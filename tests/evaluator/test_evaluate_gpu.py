@@ -12,7 +12,10 @@ CANDIDATES = Path(__file__).resolve().parent.parent / "candidates"
 
 
 def run(name: str, problem: str, **kw):
-    return evaluate(resolve_one(problem), (CANDIDATES / f"{name}.py").read_text(), EvalSettings(**kw))
+    r = evaluate(resolve_one(problem), (CANDIDATES / f"{name}.py").read_text(), EvalSettings(**kw))
+    failed = [k for k, c in ((r.strict or {}).get("checks") or {}).items() if not c["passed"]]
+    print(f"\n{name} on {problem}: {r.status}; stages {r.stages}; failed checks {failed}; {r.message[:600]}")
+    return r
 
 
 def _report(tag, r):
