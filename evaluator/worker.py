@@ -586,8 +586,9 @@ class Evaluation:
 def check_problem(ev: Evaluation) -> None:
     """Flag a degenerate reference: it fails under the evaluator's input handling, it does not match
     itself (two instances built with the same seed, called one after the other on the same inputs, so
-    dropout or other random draws show), or a zero or constant output would
-    pass its correctness check at the tolerance. Sends a "problem_check" part, then the verdict."""
+    dropout or other random draws show), or a zero or constant output would pass its correctness check
+    at the tolerance on every trial (the constant is the mean of the first trial's output, kept for all
+    trials, so a scalar output that varies with the inputs is not flagged by its own value). Sends a "problem_check" part, then the verdict."""
     from evaluator.compare import compare_outputs
 
     torch, chan = ev.torch, ev.chan
@@ -622,7 +623,9 @@ def check_problem(ev: Evaluation) -> None:
                                         f"max abs diff {r.max_abs_diff})")  # fmt: skip
             outs = [t for t in _tensors(first) if t.is_floating_point()]
             zeros = [torch.zeros((), dtype=t.dtype, device=t.device).expand_as(t) for t in outs]  # no storage
-            consts = [torch.full((), t.float().mean().item(), dtype=t.dtype, device=t.device).expand_as(t) for t in outs]
+            if i == 0:  # one constant per output, fixed across trials: it must not know the trial's answer
+                const_values = [t.float().mean().item() for t in outs]
+            consts = [torch.full((), v, dtype=t.dtype, device=t.device).expand_as(t) for v, t in zip(const_values, outs, strict=False)]
             found["zeros_pass"] &= bool(outs) and compare_outputs(outs, zeros, ev.atol, ev.rtol, i, s).passed
             found["constant_pass"] &= bool(outs) and compare_outputs(outs, consts, ev.atol, ev.rtol, i, s).passed
             del first, second, outs, zeros, consts, inputs
