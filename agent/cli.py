@@ -227,7 +227,9 @@ def report_cmd(
 
 @runs_app.command("list")
 def runs_list(db: DbOpt = None) -> None:
-    """List the runs: id, name, created, model, problems, status."""
+    """List the runs: id, name, created, model, problems, status (running, finished, interrupted,
+    failed, or killed: its process on this machine is gone without a word; `solve --resume RUN`
+    continues it)."""
     from agent import report
     from agent.store import Store
 

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
+import socket
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,7 +35,7 @@ from typing import Any
 from agent.extract import extract_code
 from agent.feedback import feedback_for, initial_messages
 from agent.llm import LLMError, LLMReply, Model
-from agent.store import Store
+from agent.store import Store, StoreError
 from evaluator import Evaluator
 from evaluator.result import EvalResult
 from problems import Problem
@@ -151,9 +153,12 @@ def resume(
 
     Runs the trajectories without an outcome or stopped by an interrupt (and, with
     `retry_model_errors`, those that ended in a model error), with the run's stored config. Never
-    asks the model again for a reply already stored. Raises StoreError for an unknown run.
+    asks the model again for a reply already stored. Raises StoreError for an unknown run, or one still
+    running in another live process on this machine.
     """
     run = store.get_run(run_ref)
+    if run["status"] == "running" and run.get("host") == socket.gethostname() and run.get("pid") != os.getpid():
+        raise StoreError(f"run {run['name']} is still running (process {run['pid']}); stop it before resuming it")
     config = SolveConfig.from_dict(run["config"] or {})
     todo = {t["id"]: t for t in store.unfinished_trajectories(run["id"])}
     # trajectories ended by a failure of the harness or the model connection are continued too

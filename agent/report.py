@@ -319,10 +319,21 @@ def _show_rows(traj: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
+def _best_turn(t: dict[str, Any]) -> tuple[int | None, float | None]:
+    """(turn, speedup) of the trajectory's best correct turn: the stored one of a finished trajectory,
+    else worked out from its turns so far (an interrupted or still running trajectory)."""
+    if t["best_turn"] is not None:
+        return t["best_turn"], t["best_speedup"]
+    correct = [x for x in t.get("turns", []) if x["status"] == "correct" and x["speedup"] is not None]
+    best = max(correct, key=lambda x: x["speedup"], default=None)
+    return (best["idx"], best["speedup"]) if best else (None, None)
+
+
 def _traj_title(t: dict[str, Any]) -> str:
+    turn, speedup = _best_turn(t)
     best = (
-        f"best {_fmt_speedup(t['best_speedup'])} at turn {t['best_turn']}"
-        if t["best_turn"] is not None
+        f"best {_fmt_speedup(speedup)} at turn {turn}"
+        if turn is not None
         else "no correct turn"
     )
     return (

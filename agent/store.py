@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import secrets
+import socket
 import sqlite3
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
@@ -42,7 +43,7 @@ log = logging.getLogger(__name__)
 DB_ENV = "KB_DB"
 DEFAULT_DB = Path("runs") / "kb.sqlite"
 
-RUN_STATUSES = ("running", "finished", "interrupted", "failed")
+RUN_STATUSES = ("running", "finished", "interrupted", "failed")  # stored; "killed" is derived (`_owner_gone`)
 OUTCOMES = ("turn_budget", "token_budget", "cost_budget", "model_error", "interrupted", "error")
 EVAL_STATUSES = ("compile_error", "runtime_error", "timeout", "incorrect", "rejected", "correct")
 TURN_STATUSES = (*EVAL_STATUSES, "no_code", "model_error")
@@ -161,11 +162,19 @@ def m004_problem_checks(db: Database) -> None:
     )
 
 
+def m005_run_owner(db: Database) -> None:
+    """`runs.pid` and `runs.host`: the process running the run, so a run left `running` by a process that
+    was killed (SIGKILL, a crash, a lost machine) reads as `killed` instead of `running` forever."""
+    db["runs"].add_column("pid", int)
+    db["runs"].add_column("host", str)
+
+
 MIGRATIONS: tuple[Callable[[Database], None], ...] = (
     m001_initial,
     m002_trajectory_indexes,
     m003_run_finished,
     m004_problem_checks,
+    m005_run_owner,
 )
 
 
@@ -227,7 +236,22 @@ def _decode(table: str, row: Mapping[str, Any]) -> dict[str, Any]:
     for col in _JSON_COLUMNS[table]:
         if out.get(col) is not None:
             out[col] = json.loads(out[col])
+    if table == "runs" and out.get("status") == "running" and _owner_gone(out.get("pid"), out.get("host")):
+        out["status"] = "killed"  # derived, never stored: `solve --resume` continues it
     return out
+
+
+def _owner_gone(pid: int | None, host: str | None) -> bool:
+    """True when the run's process is known to be gone: recorded on this host and no such pid exists."""
+    if not pid or host != socket.gethostname():
+        return False  # another machine's run, or one from before m005: cannot tell
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # exists, owned by someone else
+        return False
+    return False
 
 
 def default_db_path() -> Path:
@@ -342,6 +366,8 @@ class Store:
             "name": name,
             "created": created_dt.isoformat(timespec="microseconds"),
             "status": "running",
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
             "config": _dumps(config),
             "model": model,
             "backend": backend,
@@ -366,7 +392,10 @@ class Store:
         """Set the run's status (one of RUN_STATUSES); leaving `running` also stamps `finished` (ISO UTC)."""
         if status not in RUN_STATUSES:
             raise ValueError(f"run status {status!r} is not one of {', '.join(RUN_STATUSES)}")
-        self._update("runs", run_id, {"status": status, "finished": None if status == "running" else _now()})
+        values: dict[str, Any] = {"status": status, "finished": None if status == "running" else _now()}
+        if status == "running":  # resumed: this process owns it now
+            values.update(pid=os.getpid(), host=socket.gethostname())
+        self._update("runs", run_id, values)
 
     def get_run(self, ref: str) -> dict[str, Any]:
         """The run whose id or name is `ref`, JSON columns decoded.

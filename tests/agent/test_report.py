@@ -141,6 +141,37 @@ def test_show_run_and_turn_code(store):
         show_run(store, "a", problem="4/1")
 
 
+def test_runs_show_names_the_best_turn_of_an_unfinished_trajectory(store):
+    add_run(store, "cut2", SCRIPTS[:1], outcome=None)  # interrupted after turn 3: no best stored yet
+    r = runner.invoke(app, ["runs", "show", "cut2"])
+    assert r.exit_code == 0, r.output
+    assert "best 1.60x at turn 3" in r.output and "no correct turn" not in r.output
+
+
+def test_a_running_run_whose_process_is_gone_reads_as_killed(store):
+    rid = add_run(store, "k", SCRIPTS[:1])
+    store.set_run_status(rid, "running")  # this process owns it: alive
+    assert store.get_run("k")["status"] == "running"
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    store.db.execute("UPDATE runs SET pid = ? WHERE id = ?", [gone.pid, rid])
+    assert store.get_run("k")["status"] == "killed"
+    assert [r["status"] for r in store.list_runs()] == ["killed"]
+    assert "killed" in runner.invoke(app, ["runs", "list"]).output
+    store.db.execute("UPDATE runs SET host = 'another-machine' WHERE id = ?", [rid])
+    assert store.get_run("k")["status"] == "running"  # cannot tell from here
+
+
+def test_resume_refuses_a_run_still_running_in_another_process(store):
+    from agent.loop import resume
+
+    rid = add_run(store, "live", SCRIPTS[:1], outcome=None)
+    store.set_run_status(rid, "running")
+    store.db.execute("UPDATE runs SET pid = ? WHERE id = ?", [os.getppid(), rid])  # alive, not us
+    with pytest.raises(StoreError, match="still running .* stop it before resuming"):
+        resume("live", model=None, evaluator=None, store=store)
+
+
 # ---------------------------------------------------------------- the CLI
 
 
