@@ -38,6 +38,24 @@ DatasetOpt = Annotated[
 ]
 
 
+LimitsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--stage-limits",
+        help="Per-stage limits in seconds, e.g. build=600,timing=120 (stages: start, build, correctness, timing).",
+    ),
+]
+
+
+def _limits(text: str | None):
+    from evaluator.settings import StageLimits
+
+    try:
+        return StageLimits.parse(text) if text else StageLimits()
+    except ValueError as e:
+        raise UsageError(f"--stage-limits: {e}") from None
+
+
 DbOpt = Annotated[
     str | None,
     typer.Option("--db", envvar="KB_DB", help="Trajectory store (SQLite). Default: runs/kb.sqlite."),
@@ -132,6 +150,7 @@ def problems_check(
     precision: Annotated[str, typer.Option(help="fp32, fp16 or bf16.")] = "fp32",
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object per problem.")] = False,
     jobs: Annotated[int, typer.Option(min=1, max=32, help="Problems checked at once, each in its own child.")] = 1,
+    stage_limits: LimitsOpt = None,
     db: DbOpt = None,
     dataset: DatasetOpt = None,
 ) -> None:
@@ -146,7 +165,7 @@ def problems_check(
     from problems import resolve
 
     try:
-        settings = EvalSettings(device=device, precision=precision)
+        settings = EvalSettings(device=device, precision=precision, limits=_limits(stage_limits))
     except ValueError as e:
         raise UsageError(str(e)) from None
     require_cuda(settings.device, "run on a GPU machine, or pass --device cpu")
@@ -283,6 +302,7 @@ def eval_cmd(
         bool, typer.Option("--json", help="Print the EvalResult as one JSON object.")
     ] = False,
     strict: StrictOpt = True,
+    stage_limits: LimitsOpt = None,
     dataset: DatasetOpt = None,
 ) -> None:
     """Build, check and time one candidate against its reference in an isolated child process.
@@ -299,7 +319,7 @@ def eval_cmd(
 
     try:
         settings = EvalSettings(backend=backend, device=device, precision=precision, strict=strict,
-                                baseline_compile=baseline == "compile")  # fmt: skip
+                                baseline_compile=baseline == "compile", limits=_limits(stage_limits))  # fmt: skip
     except ValueError as e:
         raise UsageError(str(e)) from None
     require_cuda(settings.device, "pass --device cpu (Triton candidates run under the interpreter)")
@@ -339,6 +359,7 @@ def solve_cmd(
         str | None, typer.Option("--resume", help="Continue this run (id or name) where it stopped.")
     ] = None,
     strict: StrictOpt = True,
+    stage_limits: LimitsOpt = None,
     db: DbOpt = None,
     dataset: DatasetOpt = None,
 ) -> None:
@@ -376,7 +397,8 @@ def solve_cmd(
             raise UsageError(f"--reasoning-effort {reasoning_effort!r}: choose minimal, low, medium or high")
         try:
             config = SolveConfig(turns=turns, context=context, samples=samples, backend=backend,
-                                 precision=precision, device=device, strict=strict, token_budget=token_budget,
+                                 precision=precision, device=device, strict=strict, stage_limits=stage_limits,
+                                 token_budget=token_budget,
                                  cost_budget_usd=cost_budget, run_name=run_name)  # fmt: skip
         except ValueError as e:
             raise UsageError(str(e)) from None
@@ -385,7 +407,7 @@ def solve_cmd(
         problems_todo = resolve(problem, dataset)
     try:
         settings = EvalSettings(backend=config.backend, device=config.device, precision=config.precision,
-                                strict=config.strict)  # fmt: skip
+                                strict=config.strict, limits=_limits(config.stage_limits))  # fmt: skip
     except ValueError as e:
         raise UsageError(str(e)) from None
     require_cuda(settings.device, "run on a GPU machine, or pass --device cpu --backend triton")

@@ -65,6 +65,8 @@ class SolveConfig:
     """Where candidates are evaluated: "cuda" or "cpu" (Triton under the interpreter, for dry runs)."""
     strict: bool = True
     """Evaluate in strict mode (reward hacks are `rejected`); False scores by KernelBench's rules alone."""
+    stage_limits: str | None = None
+    """Per-stage wall-clock limits of each evaluation, e.g. "build=600" (`StageLimits.parse`); None: defaults."""
     gpu_name: str | None = None
     """The GPU named in the task prompt; None detects it (torch.cuda) when the run starts."""
     arch: str | None = None

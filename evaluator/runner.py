@@ -175,7 +175,7 @@ def evaluate(problem: Problem, candidate_source: str, settings: EvalSettings) ->
         if stage != "build":
             hint = (" (the Triton interpreter is slow: on --device cpu use small problems such as toy/relu)"
                     if settings.device == "cpu" else " (a hang or an infinite loop in a kernel?)")  # fmt: skip
-        result.message = f"the {stage} stage ran past its {stage_limit[stage]:.0f} s limit and was killed{hint}"
+        result.message = f"the {stage} stage ran past its {stage_limit[stage]:g} s limit and was killed{hint}"
     elif done is None:
         result.status = Status.RUNTIME_ERROR
         tail = result.stderr.strip().splitlines()[-12:]

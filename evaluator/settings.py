@@ -19,6 +19,29 @@ class StageLimits:
     correctness_s: float = 120.0  # all correctness trials (Triton kernels compile on first launch here)
     timing_s: float = 300.0  # timing reference and candidate, and profiling
 
+    @classmethod
+    def parse(cls, text: str) -> StageLimits:
+        """Limits from "build=600,timing=120" (seconds; stages: start, build, correctness, timing);
+        stages not named keep their defaults.
+
+        Raises:
+            ValueError: an unknown stage, or a limit that is not a positive number.
+        """
+        limits = cls()
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            stage, _, value = part.partition("=")
+            name = f"{stage.strip()}_s"
+            if name not in cls.__dataclass_fields__:
+                raise ValueError(f"unknown stage {stage.strip()!r} in {text!r}; stages: start, build, correctness, timing")
+            try:
+                seconds = float(value)
+            except ValueError:
+                seconds = -1.0
+            if not seconds > 0 or seconds == float("inf"):
+                raise ValueError(f"the {stage.strip()} limit {value.strip()!r} is not a positive number of seconds")
+            setattr(limits, name, seconds)
+        return limits
+
 
 @dataclass
 class EvalSettings:

@@ -65,3 +65,22 @@ def test_solve_rejects_bad_sampling_options_in_one_line(tmp_path):
             capture_output=True, text=True,
         )  # fmt: skip
         assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_stage_limits_parse_and_bad_values_are_one_line_errors(tmp_path):
+    import pytest
+
+    from evaluator.settings import StageLimits
+
+    lim = StageLimits.parse("build=600, timing=1.5")
+    assert (lim.build_s, lim.timing_s, lim.correctness_s) == (600.0, 1.5, StageLimits().correctness_s)
+    for bad in ("bild=3", "build=abc", "timing=0", "build=-1", "start=inf"):
+        with pytest.raises(ValueError):
+            StageLimits.parse(bad)
+    cand = tmp_path / "c.py"
+    cand.write_text("class ModelNew: ...\n")
+    for args in (["eval", str(cand), "-p", "toy/relu", "--device", "cpu"], ["problems", "check", "toy", "--device", "cpu"]):
+        cmd = [sys.executable, "-c", "from agent.cli import main; main()", *args, "--stage-limits", "bild=3"]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert "unknown stage 'bild'" in r.stderr
