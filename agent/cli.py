@@ -322,6 +322,8 @@ def eval_cmd(
                                 baseline_compile=baseline == "compile", limits=_limits(stage_limits))  # fmt: skip
     except ValueError as e:
         raise UsageError(str(e)) from None
+    if settings.baseline_compile and settings.device == "cpu":
+        raise UsageError("--baseline compile times torch.compile on the GPU; drop it with --device cpu")
     require_cuda(settings.device, "pass --device cpu (Triton candidates run under the interpreter)")
     result = evaluate(resolve_one(problem, dataset), candidate.read_text(), settings)
     if json_out:

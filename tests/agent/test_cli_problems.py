@@ -84,3 +84,6 @@ def test_stage_limits_parse_and_bad_values_are_one_line_errors(tmp_path):
         r = subprocess.run(cmd, capture_output=True, text=True)
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
         assert "unknown stage 'bild'" in r.stderr
+    cmd = [sys.executable, "-c", "from agent.cli import main; main()", "eval", str(cand), "-p", "toy/relu"]
+    r = subprocess.run([*cmd, "--device", "cpu", "--baseline", "compile"], capture_output=True, text=True)
+    assert r.returncode == 2 and "--baseline compile times torch.compile on the GPU" in r.stderr, r.stderr
