@@ -248,6 +248,9 @@ class Evaluation:
                           + describe_exception(e, str(ref_path))) from None  # fmt: skip
         backend = detect_backend(self.candidate_src)
         info = CompileInfo(backend=backend)
+        if self.strict and self.settings.backend != "auto":  # a study of CUDA kernels scores CUDA kernels
+            self.checks.record("requested_backend", backend == self.settings.backend,
+                               f"{self.settings.backend} kernels were asked for; this candidate's are {backend}")  # fmt: skip
         wrapper = LoadInlineWrapper(
             self.build_root, self.arch, cuda_torch=self.torch.version.cuda is not None,
             salt=(self.torch.__version__, os.environ.get("TORCH_CUDA_ARCH_LIST"), sys.version),

@@ -18,6 +18,14 @@ def run(name: str, problem: str = "toy/relu", **settings) -> EvalResult:
     return evaluate(resolve_one(problem), (CANDIDATES / f"{name}.py").read_text(), EvalSettings(**settings))
 
 
+def test_a_triton_candidate_where_cuda_was_asked_for_is_rejected_in_strict_mode():
+    r = run("triton_relu", backend="cuda")
+    assert r.status == Status.REJECTED, r.message
+    assert r.strict["parity_status"] == "correct"
+    assert "cuda kernels were asked for; this candidate's are triton" in r.strict["checks"]["requested_backend"]["detail"]
+    assert run("triton_relu", backend="cuda", strict=False).status == Status.CORRECT  # parity: recorded only
+
+
 def test_correct_triton_kernel():
     r = run("triton_relu")
     assert r.status == Status.CORRECT, r.message
