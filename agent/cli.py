@@ -38,6 +38,32 @@ DatasetOpt = Annotated[
 ]
 
 
+def _terminate_like_ctrl_c() -> None:
+    """A plain `kill` (SIGTERM, as `timeout` and job schedulers send) ends the command like Ctrl-C: the
+    evaluation children are killed and what is logged stays logged, instead of an abrupt exit that
+    leaves a child running with nothing watching it."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():  # signal handlers live in the main thread
+        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+
+
+def _kill_children_until_idle(pool, seconds: float = 10.0) -> None:
+    """Kill the evaluation children of `pool`'s threads until its threads are done (a thread may be
+    starting a child as we kill the others)."""
+    import time
+
+    from evaluator.runner import kill_live_children
+
+    deadline = time.monotonic() + seconds
+    while True:
+        kill_live_children()
+        if not any(t.is_alive() for t in getattr(pool, "_threads", ())) or time.monotonic() > deadline:
+            return
+        time.sleep(0.05)
+
+
 LimitsOpt = Annotated[
     str | None,
     typer.Option(
@@ -183,14 +209,21 @@ def problems_check(
             sys.stdout.flush()
 
     oom = []  # out of memory beside other jobs: checked again alone at the end
-    with ThreadPoolExecutor(max_workers=jobs) as pool:  # each check is its own child process
+    _terminate_like_ctrl_c()
+    pool = ThreadPoolExecutor(max_workers=jobs)  # each check is its own child process
+    try:
         for p, c in zip(problems, pool.map(lambda p: check_problem(p, settings), problems), strict=True):
             if jobs > 1 and c["status"] == "error" and c["message"].startswith("out of memory"):
                 oom.append(p)
             else:
                 finish(p, c)
-    for p in oom:
-        finish(p, check_problem(p, settings))
+        for p in oom:
+            finish(p, check_problem(p, settings))
+    except BaseException:  # Ctrl-C or SIGTERM: no check is left running, none queued starts
+        pool.shutdown(wait=False, cancel_futures=True)
+        _kill_children_until_idle(pool)
+        raise
+    pool.shutdown()
     counts: dict[str, int] = {}
     for p in problems:
         c = results[p.key]
@@ -325,7 +358,12 @@ def eval_cmd(
     if settings.baseline_compile and settings.device == "cpu":
         raise UsageError("--baseline compile times torch.compile on the GPU; drop it with --device cpu")
     require_cuda(settings.device, "pass --device cpu (Triton candidates run under the interpreter)")
-    result = evaluate(resolve_one(problem, dataset), candidate.read_text(), settings)
+    _terminate_like_ctrl_c()
+    try:
+        source = candidate.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{str(candidate)!r} is not UTF-8 text; save the candidate as a UTF-8 .py file") from None
+    result = evaluate(resolve_one(problem, dataset), source, settings)
     if json_out:
         sys.stdout.write(result.to_json() + "\n")
     else:
@@ -366,8 +404,6 @@ def solve_cmd(
     dataset: DatasetOpt = None,
 ) -> None:
     """The main job: K turns of problem -> LLM -> kernel -> evaluation -> feedback, every turn logged."""
-    import signal
-
     from agent.llm import LiteLLMModel, LLMConfig
     from agent.loop import SolveConfig, resume, solve
     from agent.progress import TurnPrinter
@@ -376,7 +412,7 @@ def solve_cmd(
     from problems import resolve
 
     # a plain `kill` ends the run like Ctrl-C: the trajectory in flight is recorded as interrupted
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    _terminate_like_ctrl_c()
     store = Store(db)
     if resume_run:
         run = store.get_run(resume_run)

@@ -136,15 +136,17 @@ def correctness_summary(result: EvalResult) -> str:
         lines.append(f"Passed {c.passed} of {c.trials} correctness trials{tol}.")
     failed = [t for t in c.results if not t.passed]
     for t in failed[:MAX_FAILED_TRIALS]:
-        lines.append(f"- trial {t.trial}: {_trial_line(t)}")
+        lines.append(f"- trial {t.trial}: {trial_line(t)}")
     if len(failed) > MAX_FAILED_TRIALS:
         lines.append(f"- ... {len(failed) - MAX_FAILED_TRIALS} more failing trials")
     return "\n".join(lines) or "The output differs from the reference."
 
 
-def _trial_line(t: TrialResult) -> str:
+def trial_line(t: TrialResult) -> str:
+    """One failed correctness trial in words: what kind of mismatch, the statistics, the first
+    mismatched elements."""
     if t.problem == "type":
-        return f"the output is not a tensor (expected a tensor of shape {t.expected_shape})"
+        return f"the output is a {t.actual_dtype}; the reference's is a {t.expected_dtype}"
     if t.problem == "shape" or (t.expected_shape is not None and t.expected_shape != t.actual_shape):
         return f"output shape {t.actual_shape}, expected {t.expected_shape}"
     if t.problem == "dtype" or (t.expected_dtype and t.actual_dtype and t.expected_dtype != t.actual_dtype):

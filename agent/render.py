@@ -6,6 +6,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from agent.feedback import trial_line
 from evaluator.result import EvalResult, Status, TimingStats
 
 _STYLE = {Status.CORRECT: "bold green", Status.INCORRECT: "bold yellow", Status.TIMEOUT: "bold magenta"}
@@ -42,12 +43,7 @@ def eval_summary(r: EvalResult) -> Group:
         bad = [t for t in c.results if not t.passed]
         if bad:
             t = bad[0]
-            parts.append(Text(
-                f"  trial {t.trial + 1}: {t.problem}; shape expected {t.expected_shape} got {t.actual_shape}; "
-                f"dtype expected {t.expected_dtype} got {t.actual_dtype}; max abs diff {t.max_abs_diff}; "
-                f"mismatched {t.mismatched}/{t.numel}; NaN expected/actual {t.nan_expected}/{t.nan_actual}; "
-                f"first mismatches {t.first_mismatches[:3]}"
-            ))  # fmt: skip
+            parts.append(Text(f"  trial {t.trial + 1}: {trial_line(t)}"))
     tm = r.timing
     if tm.candidate:
         table = Table("figure", "reference ms", "candidate ms", "speedup", title=f"timing ({tm.method}, mean)")

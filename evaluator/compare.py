@@ -34,9 +34,11 @@ def _scalar(x: torch.Tensor) -> float | str:
 
 
 def _allclose_or_false(e: torch.Tensor, a: torch.Tensor, atol: float, rtol: float) -> bool:
+    """KernelBench's `torch.allclose(reference, candidate)`; where it raises (different dtypes, which
+    KernelBench then counts as a failed trial) False."""
     try:
-        return bool(_allclose(e, a.to(e.dtype) if a.dtype != e.dtype else a, atol=atol, rtol=rtol))
-    except RuntimeError:  # e.g. bool vs float promotion rules
+        return bool(_allclose(e, a, atol=atol, rtol=rtol))
+    except RuntimeError:
         return False
 
 
@@ -53,7 +55,8 @@ def _chunked_stats(e: torch.Tensor, a: torch.Tensor, atol: float, rtol: float, r
         passed = _allclose_or_false(ec, ac, atol, rtol) and passed
         e64, a64 = ec.to(torch.float64), ac.to(torch.float64)
         diff = (a64 - e64).abs()
-        bad = ~(diff <= atol + rtol * a64.abs())  # NaN compares False, so NaN counts as a mismatch
+        # allclose's own element test (|e - a| <= atol + rtol*|a|; equal infinities match, NaN never does)
+        bad = ~torch.isclose(e64, a64, rtol=rtol, atol=atol)
         mismatched += int(bad.sum())
         if len(first) < MAX_LISTED_MISMATCHES:
             first += [start + int(i) for i in bad.nonzero().flatten()[: MAX_LISTED_MISMATCHES - len(first)]]
@@ -114,14 +117,33 @@ def compare_tensors(
         passed = _chunked_stats(e, a, atol, rtol, result)
     else:
         passed = _allclose_or_false(e, a, atol, rtol)
-    if e.dtype != a.dtype:
-        # KernelBench does not check dtype; a wrong dtype that is still allclose passes for parity, but
-        # is reported so strict mode and the model can see it.
+    if e.dtype != a.dtype:  # torch.allclose raises on different dtypes, so KernelBench fails the trial
         result.problem = "dtype" if not passed else None
     result.passed = passed
     if not passed and result.problem is None:
         result.problem = "values"
     return result
+
+
+def _kind(x: Any) -> str:
+    if isinstance(x, (tuple, list)):
+        return f"{type(x).__name__} of {len(x)}"
+    return "None" if x is None else type(x).__name__
+
+
+def _structure_mismatch(expected: Any, actual: Any) -> tuple[str, str] | None:
+    """(expected kind, actual kind) where the outputs differ in structure: a tensor against anything
+    else, or tuples/lists of different types or lengths; None where they match."""
+    if isinstance(expected, torch.Tensor) or isinstance(actual, torch.Tensor):
+        same = isinstance(expected, torch.Tensor) and isinstance(actual, torch.Tensor)
+        return None if same else (_kind(expected), _kind(actual))
+    if isinstance(expected, (tuple, list)):
+        if type(actual) is not type(expected) or len(actual) != len(expected):
+            return _kind(expected), _kind(actual)
+        for e, a in zip(expected, actual, strict=True):
+            if found := _structure_mismatch(e, a):
+                return found
+    return None
 
 
 def compare_outputs(expected: Any, actual: Any, atol: float, rtol: float, trial: int, seed: int) -> TrialResult:
@@ -130,16 +152,12 @@ def compare_outputs(expected: Any, actual: Any, atol: float, rtol: float, trial:
     Outputs may be tensors or (nested) tuples/lists of tensors; the first failing element decides.
     """
     result = TrialResult(trial=trial, seed=seed, passed=False)
-    exp, act = flatten_outputs(expected), flatten_outputs(actual)
-    if len(exp) != len(act):
+    mismatch = _structure_mismatch(expected, actual)
+    if mismatch:  # KernelBench fails these too (`output.shape` of a tuple raises)
         result.problem = "type"
-        result.expected_shape, result.actual_shape = [len(exp)], [len(act)]
+        result.expected_dtype, result.actual_dtype = mismatch  # the kinds of output, for type problems
         return result
-    for e, a in zip(exp, act, strict=True):
-        if isinstance(e, torch.Tensor) and not isinstance(a, torch.Tensor):
-            result.problem = "type"
-            result.expected_dtype, result.actual_dtype = str(e.dtype), type(a).__name__
-            return result
+    for e, a in zip(flatten_outputs(expected), flatten_outputs(actual), strict=True):
         if not isinstance(e, torch.Tensor):
             e, a = torch.as_tensor(e), torch.as_tensor(a) if not isinstance(a, torch.Tensor) else a
         compare_tensors(e, a, atol, rtol, result)

@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -106,6 +107,23 @@ def _describe_exit(returncode: int | None) -> str:
     return f"exited with code {returncode}"
 
 
+_LIVE: set[subprocess.Popen] = set()  # children being watched, for `kill_live_children`
+_LIVE_LOCK = threading.Lock()
+
+
+def kill_live_children() -> int:
+    """Kill every evaluation child still running (and all it started); return how many there were.
+
+    For an interrupted caller with several evaluations in flight on other threads (`problems check
+    --jobs`): their watchers then see the channel close and return at once.
+    """
+    with _LIVE_LOCK:
+        procs = list(_LIVE)
+    for proc in procs:
+        _kill_group(proc)
+    return len(procs)
+
+
 def _kill_group(proc: subprocess.Popen) -> None:
     """Kill the child's process group and every other process of its session (ninja starts each
     compiler command in a process group of its own, so killpg alone would leave compilers running)."""
@@ -155,7 +173,11 @@ def evaluate(problem: Problem, candidate_source: str, settings: EvalSettings) ->
         "workdir": str(workdir),
         "build_root": str(build_root),
     }
-    child = run_child(job, settings, workdir, build_root, lambda msg: _absorb(result, msg), result.stages)
+    try:
+        child = run_child(job, settings, workdir, build_root, lambda msg: _absorb(result, msg), result.stages)
+    except BaseException:  # interrupted: run_child killed the child; leave no directory behind either
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
     done, stage, timed_out, memory_stage = child.done, child.stage, child.timed_out, child.memory_stage
     if done is not None and child.leftovers and result.strict is not None:
         n = len(child.leftovers)
@@ -244,6 +266,8 @@ def run_child(
                 pass_fds=(w_fd, key_r),
                 start_new_session=True,  # its own session and process group: killpg reaches everything
             )
+        with _LIVE_LOCK:
+            _LIVE.add(proc)
         os.close(w_fd)
         os.close(key_r)
         os.write(key_w, key)
@@ -254,8 +278,13 @@ def run_child(
             )
         except MemoryExceeded as e:
             done, stage, timed_out, memory_stage, forged = None, e.args[0], False, e.args[0], 0
+        except BaseException:  # Ctrl-C, SIGTERM turned into an exception, a bug: the child must not outlive us
+            _kill_group(proc)
+            raise
     finally:
         os.close(r_fd)
+        with _LIVE_LOCK:
+            _LIVE.discard(proc)
     leftovers = []
     if done is not None:  # the verdict is in; anything still running in its group was left behind
         time.sleep(0.05)
@@ -417,16 +446,23 @@ def check_problem(problem: Problem, settings: EvalSettings) -> dict:
     job = {"mode": "check_problem", "problem": problem.to_dict(), "candidate": "", "settings": settings.to_dict(),
            "workdir": str(workdir), "build_root": str(workdir / "build")}  # fmt: skip
     stages: dict[str, float] = {}
-    child = run_child(job, settings, workdir, workdir / "build", lambda m: parts.update({m["event"]: m}), stages)
-    shutil.rmtree(workdir, ignore_errors=True)
+    try:
+        child = run_child(job, settings, workdir, workdir / "build", lambda m: parts.update({m["event"]: m}), stages)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
     found = parts.get("problem_check", {}).get("check", {})
     hw = parts.get("hardware", {}).get("hardware", {})
     if child.done is not None:
         status, message = child.done["status"], child.done["message"]
     elif child.timed_out:
-        status, message = "timeout", f"the {child.stage} stage ran past its limit"
+        limit = _stage_limits(settings)[child.stage]
+        status, message = "timeout", (f"the reference ran past the {child.stage} stage's {limit:g} s limit "
+                                      "(a hang, or too large for this device?)")  # fmt: skip
     else:
-        status, message = "error", f"the check process {_describe_exit(child.returncode)}: {child.stderr[-500:]}"
+        tail = child.stderr.strip().splitlines()[-6:]
+        status = "error"
+        message = f"the check process {_describe_exit(child.returncode)} during the {child.stage} stage"
+        message += (":\n" + "\n".join(tail)) if tail else " (nothing on stderr)"
     return {"level": problem.level, "problem_id": problem.problem_id, "name": problem.name, "key": problem.key,
             "device": settings.device, "precision": settings.precision, "gpu_name": hw.get("gpu_name"),
             "status": status, "message": message, "flags": found.get("flags", []),

@@ -1,11 +1,12 @@
 """Problem specs: the strings users type to name problems.
 
-Grammar (whitespace ignored):
+Grammar (whitespace ignored, except in paths):
     2/40         level 2, problem_id 40 (looked up by id, never by row position)
     2            all of level 2
     1/1-10,95    a list of ids and inclusive ranges
     toy          all of kb-agent's own toy problems (level 0); `toy/relu` or `toy/1` names one
     path.py      a file in KernelBench format (`class Model`, `get_inputs`, `get_init_inputs`)
+    folder/      every such .py file in a folder, by file name
 """
 
 from __future__ import annotations
@@ -66,7 +67,10 @@ def problem_from_file(path: str | os.PathLike) -> Problem:
     p = Path(path)
     if not p.is_file():
         raise ProblemError(f"no such file: {str(p)!r}")
-    code = p.read_text()
+    try:
+        code = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ProblemError(f"{str(p)!r} is not UTF-8 text; save the reference as a UTF-8 .py file") from None
     check_reference_source(code, str(p))
     m = re.match(r"^(\d+)_", p.stem)
     return Problem(None, int(m.group(1)) if m else 0, p.stem, code, str(p.resolve()))
@@ -100,11 +104,17 @@ def resolve(spec: str, dataset: str | os.PathLike | None = None) -> list[Problem
         ProblemError: a malformed spec, a level or id that does not exist (the message names what
             does), a file that is not in KernelBench format, or a dataset that cannot be read.
     """
-    s = spec.strip().replace(" ", "")
+    raw = spec.strip()
+    if raw and Path(raw).is_dir():
+        files = sorted(Path(raw).glob("*.py"))
+        if not files:
+            raise ProblemError(f"no .py files in {raw!r}; a folder spec checks every KernelBench-format file in it")
+        return [problem_from_file(f) for f in files]
+    if raw.endswith(".py") or os.path.sep in raw and Path(raw).exists():  # a path: spaces are its own
+        return [problem_from_file(raw)]
+    s = raw.replace(" ", "")
     if not s:
         raise ProblemError("empty problem spec; try 2/40, 2, 1/1-10,95, toy or a path to a .py file")
-    if s.endswith(".py") or os.path.sep in s and Path(s).exists():
-        return [problem_from_file(s)]
     head, _, rest = s.partition("/")
     if head == "toy":
         return _select_toy(rest, spec)

@@ -47,3 +47,45 @@ def test_chunked_verdict_is_allclose_on_the_whole_tensor(monkeypatch):
     assert compare_outputs(e, e + 5e-5, 1e-4, 1e-4, 0, 0).passed
     assert not compare_outputs(e, e + 5e-4, 1e-4, 1e-4, 0, 0).passed
     assert not compare_outputs(e, e.half(), 1e-4, 1e-4, 0, 0).passed  # wrong dtype, values off at fp16
+
+
+def test_an_inf_in_the_output_is_a_counted_located_mismatch():
+    e = torch.zeros(4, 4)
+    a = e.clone()
+    a[1, 2] = float("inf")
+    r = compare_outputs(e, a, 1e-4, 1e-4, 0, 0)
+    assert not r.passed and r.inf_actual == 1
+    assert r.mismatched == 1 and [m["index"] for m in r.first_mismatches] == [[1, 2]]
+    assert r.first_mismatches[0]["actual"] == "inf"
+    same = compare_outputs(a, a.clone(), 1e-4, 1e-4, 0, 0)  # equal infinities match, as in allclose
+    assert same.passed and same.mismatched == 0
+
+
+@pytest.mark.parametrize(
+    "actual, kinds",
+    [
+        (lambda y: (y,), ("Tensor", "tuple of 1")),
+        (lambda y: [y], ("Tensor", "list of 1")),
+        (lambda y: None, ("Tensor", "None")),
+        (lambda y: y.numpy(), ("Tensor", "ndarray")),
+    ],
+)
+def test_a_tensor_reference_needs_a_tensor_output_as_in_kernelbench(actual, kinds):
+    y = torch.rand(3)
+    r = compare_outputs(y, actual(y.clone()), 1e-4, 1e-4, 0, 0)
+    assert not r.passed and r.problem == "type"
+    assert (r.expected_dtype, r.actual_dtype) == kinds
+
+
+def test_tuples_compare_element_by_element_and_by_length():
+    y, z = torch.rand(3), torch.rand(2)
+    assert compare_outputs((y, z), (y.clone(), z.clone()), 1e-4, 1e-4, 0, 0).passed
+    r = compare_outputs((y, z), (y.clone(),), 1e-4, 1e-4, 0, 0)
+    assert r.problem == "type" and (r.expected_dtype, r.actual_dtype) == ("tuple of 2", "tuple of 1")
+
+
+def test_a_different_dtype_fails_as_torch_allclose_raises_on_it():
+    y = torch.rand(8)
+    r = compare_outputs(y, y.double(), 1e-4, 1e-4, 0, 0)
+    assert not r.passed and r.problem == "dtype"
+    assert r.mismatched == 0  # the values themselves agree: the message points at the dtype

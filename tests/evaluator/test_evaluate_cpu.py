@@ -100,7 +100,7 @@ def test_hang_times_out_and_the_group_is_killed():
     t0 = time.perf_counter()
     r = run("hangs", limits=StageLimits(correctness_s=0.5))
     assert r.status == Status.TIMEOUT
-    assert "correctness stage ran past its 0 s limit" in r.message or "correctness stage" in r.message
+    assert "correctness stage ran past its 0.5 s limit" in r.message
     assert time.perf_counter() - t0 < 20
 
 

@@ -55,6 +55,22 @@ def test_file_spec(tmp_path):
         resolve(str(tmp_path / "missing.py"))
 
 
+def test_paths_keep_their_spaces_folders_hold_problems_and_non_utf8_is_one_line(tmp_path):
+    spaced = tmp_path / "my problems"
+    spaced.mkdir()
+    (spaced / "2_b.py").write_text(toy_problems()[1].code)
+    (spaced / "1_a.py").write_text(toy_problems()[2].code)
+    assert resolve_one(str(spaced / "1_a.py")).name == "1_a"
+    assert [p.name for p in resolve(str(spaced))] == ["1_a", "2_b"]
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ProblemError, match="no .py files in"):
+        resolve(str(tmp_path / "empty"))
+    binary = tmp_path / "bin.py"
+    binary.write_bytes(b"\xff\xfeclass Model: pass\n")
+    with pytest.raises(ProblemError, match="is not UTF-8 text"):
+        resolve(str(binary))
+
+
 def test_toy_problems_are_valid_and_addressable():
     toys = toy_problems()
     assert len(toys) >= 5

@@ -1,0 +1,78 @@
+"""A `kill` (SIGTERM) or Ctrl-C of `kb-agent eval` / `problems check` leaves no evaluation child running
+and no work directory behind (a real subprocess and a real signal)."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+CANDIDATES = Path(__file__).resolve().parent.parent / "candidates"
+HANG_REFERENCE = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        while True:
+            pass
+
+
+def get_inputs():
+    return [torch.rand(4)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def _children_in(root: Path) -> list[int]:
+    """Pids of processes whose working directory is under `root` (the evaluation children)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.readlink(f"/proc/{entry}/cwd").startswith(str(root)):
+                    pids.append(int(entry))
+            except OSError:
+                continue
+    return pids
+
+
+def _interrupt_once_children_run(args: list[str], tmp_path: Path, sig: int, n_children: int = 1) -> int:
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    cmd = [sys.executable, "-c", "from agent.cli import main; main()", *args]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while len(_children_in(tmp_path)) < n_children and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert len(_children_in(tmp_path)) >= n_children, proc.stderr.read() if proc.poll() is not None else "no child"
+    time.sleep(3.0)  # into the candidate's (or reference's) code
+    t0 = time.monotonic()
+    proc.send_signal(sig)
+    rc = proc.wait(timeout=30)
+    assert time.monotonic() - t0 < 15, "the interrupt waited for a stage limit"
+    for _ in range(50):
+        if not _children_in(tmp_path):
+            break
+        time.sleep(0.1)
+    assert not _children_in(tmp_path), "an evaluation child outlived the command"
+    assert not list(tmp_path.glob("kb-eval-*")) and not list(tmp_path.glob("kb-check-*"))
+    return rc
+
+
+def test_sigterm_to_eval_kills_the_hanging_child(tmp_path):
+    args = ["eval", str(CANDIDATES / "hangs.py"), "-p", "toy/relu", "--device", "cpu"]
+    assert _interrupt_once_children_run(args, tmp_path, signal.SIGTERM) == 130
+
+
+def test_sigterm_to_problems_check_with_jobs_kills_every_check(tmp_path):
+    refs = tmp_path / "refs"
+    refs.mkdir()
+    for i in (1, 2, 3):
+        (refs / f"{i}_hang.py").write_text(HANG_REFERENCE)
+    args = ["problems", "check", str(refs), "--device", "cpu", "--jobs", "2", "--db", str(tmp_path / "kb.sqlite")]
+    assert _interrupt_once_children_run(args, tmp_path, signal.SIGTERM, n_children=2) == 130
