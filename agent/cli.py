@@ -229,10 +229,13 @@ def problems_check(
         c = results[p.key]
         counts[c["status"]] = counts.get(c["status"], 0) + 1
         flags = ", ".join(c["flags"]) or ("-" if c["status"] in ("ok", "flagged") else c["message"][:120])
+        if c.get("reference_fails"):
+            flags += ": " + c["reference_fails"].splitlines()[0][:100]
         table.add_row(p.key, p.name, c["status"], flags, f"{c['seconds']:.1f}")
     if not json_out:
         out.print(table)
-        out.print(f"{len(problems)} problems: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
+        noun = "problem" if len(problems) == 1 else "problems"
+        out.print(f"{len(problems)} {noun}: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
 
 
 # ---------------------------------------------------------------- the store: report, runs

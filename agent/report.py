@@ -40,7 +40,12 @@ def _per(total: float | None, n: int) -> float | None:
 
 def _run_summary(run: dict[str, Any]) -> dict[str, Any]:
     keys = ("id", "name", "model", "backend", "precision", "gpu", "status", "created", "finished")
-    return {k: run.get(k) for k in keys}
+    return {**{k: run.get(k) for k in keys}, "device": (run.get("config") or {}).get("device")}
+
+
+def _gpu(run: dict[str, Any]) -> str:
+    """The GPU a run was evaluated on, as printed: its name, "none (CPU)" for a dry run, else "unknown"."""
+    return run["gpu"] or ("none (CPU)" if run.get("device") == "cpu" else "unknown")
 
 
 def run_section(store: Store, run: dict[str, Any], by_turn: bool = False) -> dict[str, Any]:
@@ -240,7 +245,7 @@ def _section_header(s: dict[str, Any]) -> list[str]:
     return [
         f"run {run['name']} ({run['id']})  status: {run['status']}",
         f"model: {run['model']}  backend: {run['backend']}  precision: {run['precision']}",
-        f"level: {s['level']}  GPU: {run['gpu'] or 'unknown'}",
+        f"level: {s['level']}  GPU: {_gpu(run)}",
         f"problems: {s['problems']}  trajectories: {s['trajectories']}  turns: {s['turns']}"
         + (f"  not started: {s['not_started']}" if s["not_started"] else ""),
     ]
@@ -295,7 +300,7 @@ def render_report_text(report: dict[str, Any]) -> str:
         blocks.append("\n".join(lines))
     if len(report["runs"]) > 1:
         first = report["runs"][0]["run"]
-        lines = [f"comparison (GPU: {first['gpu'] or 'unknown'}, precision: {first['precision']}):"]
+        lines = [f"comparison (GPU: {_gpu(first)}, precision: {first['precision']}):"]
         lines += ["  " + line for line in text_table(*_comparison_rows(report)).splitlines()]
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks) + "\n"
@@ -345,7 +350,7 @@ def _traj_title(t: dict[str, Any]) -> str:
 def _run_line(run: dict[str, Any]) -> str:
     return (
         f"run {run['name']} ({run['id']})  model: {run['model']}  precision: {run['precision']}  "
-        f"GPU: {run['gpu'] or 'unknown'}  status: {run['status']}"
+        f"GPU: {_gpu(run)}  status: {run['status']}"
     )
 
 
@@ -399,7 +404,7 @@ def report_renderables(report: dict[str, Any]) -> list[Any]:
         out.append(Text("\n".join(_costs_and_counts(s))))
     if len(report["runs"]) > 1:
         first = report["runs"][0]["run"]
-        title = f"comparison (GPU: {first['gpu'] or 'unknown'}, precision: {first['precision']})"
+        title = f"comparison (GPU: {_gpu(first)}, precision: {first['precision']})"
         out.append(_rich_table(*_comparison_rows(report), title))
     return out
 

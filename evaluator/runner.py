@@ -438,8 +438,8 @@ def check_problem(problem: Problem, settings: EvalSettings) -> dict:
     """Check one reference for degeneracy in an isolated child (see `evaluator.worker.check_problem`).
 
     Returns a dict: level, problem_id, name, device, precision, gpu_name, status ("ok", "flagged",
-    "error" or "timeout"), flags (a list of "reference_fails", "nondeterministic", "zeros_pass",
-    "constant_pass"), the four findings, details and message.
+    "error" or "timeout"), flags (a list of "reference_fails", "nondeterministic", "nonfinite_output",
+    "zeros_pass", "constant_pass"), the five findings, details and message.
     """
     workdir = Path(tempfile.mkdtemp(prefix="kb-check-"))
     parts: dict = {}
@@ -466,5 +466,6 @@ def check_problem(problem: Problem, settings: EvalSettings) -> dict:
     return {"level": problem.level, "problem_id": problem.problem_id, "name": problem.name, "key": problem.key,
             "device": settings.device, "precision": settings.precision, "gpu_name": hw.get("gpu_name"),
             "status": status, "message": message, "flags": found.get("flags", []),
-            **{k: found.get(k) for k in ("reference_fails", "nondeterministic", "zeros_pass", "constant_pass")},
+            **{k: found.get(k) for k in ("reference_fails", "nondeterministic", "nonfinite_output", "zeros_pass",
+                                          "constant_pass")},
             "details": found.get("details", []), "seconds": sum(stages.values())}  # fmt: skip

@@ -97,22 +97,23 @@ def load_module(path: Path, name: str):
 _MONITOR = None  # strict mode's SideEffectMonitor, once armed
 
 
-def describe_exception(e: BaseException, candidate_file: str, limit: int = 1500) -> str:
-    """`Type: message` plus the candidate's own frames (file line, function, code), innermost last."""
+def describe_exception(e: BaseException, source_file: str, limit: int = 1500, label: str = "candidate") -> str:
+    """`Type: message` plus the frames in `source_file` ("<label> line N, in function: code"),
+    innermost last."""
     if _MONITOR is not None:
         with _MONITOR.paused():  # reading a traceback touches frames, which candidates may not
-            return _describe_exception(e, candidate_file, limit)
-    return _describe_exception(e, candidate_file, limit)
+            return _describe_exception(e, source_file, limit, label)
+    return _describe_exception(e, source_file, limit, label)
 
 
-def _describe_exception(e: BaseException, candidate_file: str, limit: int) -> str:
-    frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == candidate_file]
+def _describe_exception(e: BaseException, source_file: str, limit: int, label: str) -> str:
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == source_file]
     head = f"{type(e).__name__}: {e}".strip()
     if len(head) > limit:
         head = head[:limit] + " …"
-    where = [f"  candidate line {f.lineno}, in {f.name}: {(f.line or '').strip()}" for f in frames[-3:]]
-    if isinstance(e, SyntaxError) and e.filename == candidate_file:
-        where = [f"  candidate line {e.lineno}: {(e.text or '').strip()}"]
+    where = [f"  {label} line {f.lineno}, in {f.name}: {(f.line or '').strip()}" for f in frames[-3:]]
+    if isinstance(e, SyntaxError) and e.filename == source_file:
+        where = [f"  {label} line {e.lineno}: {(e.text or '').strip()}"]
     return "\n".join([head, *where])
 
 
@@ -245,7 +246,7 @@ class Evaluation:
             self.ref_mod = load_module(ref_path, "kb_reference")
         except Exception as e:
             raise Verdict(Status.RUNTIME_ERROR, "the reference program failed to import (not the candidate's fault): "
-                          + describe_exception(e, str(ref_path))) from None  # fmt: skip
+                          + describe_exception(e, str(ref_path), label="reference")) from None  # fmt: skip
         backend = detect_backend(self.candidate_src)
         info = CompileInfo(backend=backend)
         if self.strict and self.settings.backend != "auto":  # a study of CUDA kernels scores CUDA kernels
@@ -592,13 +593,15 @@ class Evaluation:
 def check_problem(ev: Evaluation) -> None:
     """Flag a degenerate reference: it fails under the evaluator's input handling, it does not match
     itself (two instances built with the same seed, called one after the other on the same inputs, so
-    dropout or other random draws show), or a zero or constant output would pass its correctness check
+    dropout or other random draws show), its output holds NaN or Inf (nothing can match it), or a zero
+    or constant output would pass its correctness check
     at the tolerance on every trial (the constant is the mean of the first trial's output, kept for all
     trials, so a scalar output that varies with the inputs is not flagged by its own value). Sends a "problem_check" part, then the verdict."""
     from evaluator.compare import compare_outputs
 
     torch, chan = ev.torch, ev.chan
-    found = {"reference_fails": None, "nondeterministic": False, "zeros_pass": True, "constant_pass": True,
+    found = {"reference_fails": None, "nondeterministic": False, "nonfinite_output": False, "zeros_pass": True,
+             "constant_pass": True,
              "details": []}  # fmt: skip
     chan.send("stage", name="build")
     try:
@@ -622,12 +625,15 @@ def check_problem(ev: Evaluation) -> None:
                 first = models[0](*ev.clone(inputs))
                 second = models[1](*ev.clone(inputs))  # no reseed: a reference that draws random numbers differs
                 ev.sync()
-            r = compare_outputs(first, second, ev.atol, ev.rtol, i, s)
-            if not r.passed:
+            differ = _runs_differ(first, second, ev.atol, ev.rtol)
+            if differ:
                 found["nondeterministic"] = True
-                found["details"].append(f"trial {i + 1}: two runs differ ({r.mismatched} of {r.numel} elements, "
-                                        f"max abs diff {r.max_abs_diff})")  # fmt: skip
+                found["details"].append(f"trial {i + 1}: two runs differ ({differ})")
             outs = [t for t in _tensors(first) if t.is_floating_point()]
+            nonfinite = sum(int((~torch.isfinite(t)).sum()) for t in outs)
+            if nonfinite and not found.get("nonfinite_output"):
+                found["nonfinite_output"] = True  # NaN never passes allclose: no candidate can be correct
+                found["details"].append(f"trial {i + 1}: {nonfinite} NaN/Inf elements in the reference's output")
             zeros = [torch.zeros((), dtype=t.dtype, device=t.device).expand_as(t) for t in outs]  # no storage
             if i == 0:  # one constant per output, fixed across trials: it must not know the trial's answer
                 const_values = [t.float().mean().item() for t in outs]
@@ -639,12 +645,41 @@ def check_problem(ev: Evaluation) -> None:
         if _is_oom(e):  # the machine's limit, not the problem's: no finding to store
             chan.send("done", status="error", message="out of memory (other jobs on this GPU?): " + str(e)[:300])
             return
-        found["reference_fails"] = describe_exception(e, str(ev.workdir / "reference.py"))
+        found["reference_fails"] = describe_exception(e, str(ev.workdir / "reference.py"), label="reference")
         found["zeros_pass"] = found["constant_pass"] = False  # nothing to judge them on
-    flags = [k for k in ("reference_fails", "nondeterministic", "zeros_pass", "constant_pass") if found[k]]
+    flags = [k for k in CHECK_FLAGS if found.get(k)]
     found["flags"] = flags
     chan.send("problem_check", check=found)
     chan.send("done", status="flagged" if flags else "ok", message=", ".join(flags) or "ok")
+
+
+CHECK_FLAGS = ("reference_fails", "nondeterministic", "nonfinite_output", "zeros_pass", "constant_pass")
+
+
+def _runs_differ(first, second, atol: float, rtol: float) -> str:
+    """"" when two runs of the reference agree (allclose's test, NaN matching NaN in the same place, so a
+    reference that always outputs NaN is not called nondeterministic), else how they differ."""
+    import torch
+
+    from evaluator.compare import CHUNK_ELEMENTS, flatten_outputs
+
+    a, b = flatten_outputs(first), flatten_outputs(second)
+    for x, y in zip(a, b, strict=True):
+        if not isinstance(x, torch.Tensor):
+            if x != y:
+                return f"{x!r} then {y!r}"
+            continue
+        xf, yf = x.reshape(-1), y.reshape(-1)
+        off = 0
+        for start in range(0, xf.numel(), CHUNK_ELEMENTS):
+            xc, yc = xf[start : start + CHUNK_ELEMENTS], yf[start : start + CHUNK_ELEMENTS]
+            if x.is_floating_point():
+                off += int((~torch.isclose(xc, yc, rtol=rtol, atol=atol, equal_nan=True)).sum())
+            else:
+                off += int((xc != yc).sum())
+        if off:
+            return f"{off} of {x.numel()} elements"
+    return ""
 
 
 def _tensors(values) -> list:

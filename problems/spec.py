@@ -90,7 +90,7 @@ def _select_toy(rest: str, spec: str) -> list[Problem]:
         else:
             names = ", ".join(f"{p.problem_id}_{p.name}" for p in toys.values())
             raise ProblemError(f"no toy problem {item!r}; toy problems: {names}")
-    return out
+    return list({p.key: p for p in out}.values())  # a problem named twice is one problem
 
 
 def resolve(spec: str, dataset: str | os.PathLike | None = None) -> list[Problem]:
@@ -140,7 +140,7 @@ def resolve(spec: str, dataset: str | os.PathLike | None = None) -> list[Problem
             f"level {level} has no problem {', '.join(map(str, missing))}; "
             f"its ids are {_ranges(sorted(by_id))}"
         )
-    return [by_id[i] for i in ids]
+    return [by_id[i] for i in dict.fromkeys(ids)]  # a problem named twice is one problem
 
 
 def resolve_one(spec: str, dataset: str | os.PathLike | None = None) -> Problem:

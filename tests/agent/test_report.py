@@ -89,6 +89,12 @@ def test_unknown_gpu_is_said_so(store):
     assert "GPU: unknown" in render_report_text(build_report(store, ["nogpu"], False))
 
 
+def test_a_cpu_dry_run_names_no_gpu(store):
+    rid = store.create_run("dry", {"turns": 1, "device": "cpu"}, "openai/scripted", "triton", "fp32")
+    store.create_trajectory(rid, problem(1), 0)
+    assert "GPU: none (CPU)" in render_report_text(build_report(store, ["dry"], False))
+
+
 def test_unfinished_and_unstarted_trajectories(store):
     rid = add_run(store, "cut", SCRIPTS[:1], outcome=None)
     store.create_trajectory(rid, problem(9), 0)  # created, never started

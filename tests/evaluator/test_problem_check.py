@@ -39,6 +39,7 @@ def get_init_inputs():
         ("x.mean() + torch.zeros_like(x) + 2.0", []),  # the mean moves by ~0.005 between trials: no constant passes
         ("x.sum()", []),  # a scalar output is not flagged by its own value
         ("x @ torch.ones(3, 3)", ["reference_fails"]),
+        ("x * float('nan')", ["nonfinite_output"]),  # not "nondeterministic": NaN matches NaN between runs
     ],
 )
 def test_flags(tmp_path, body, flags):
@@ -48,7 +49,7 @@ def test_flags(tmp_path, body, flags):
     assert c["flags"] == flags, c
     assert c["status"] == ("flagged" if flags else "ok")
     if "reference_fails" in flags:
-        assert "RuntimeError" in c["reference_fails"]
+        assert "RuntimeError" in c["reference_fails"] and "reference line" in c["reference_fails"]
 
 
 def test_checks_are_stored_and_reported(tmp_path):

@@ -71,6 +71,11 @@ def test_paths_keep_their_spaces_folders_hold_problems_and_non_utf8_is_one_line(
         resolve(str(binary))
 
 
+def test_a_problem_named_twice_is_resolved_once(kb_dataset):
+    assert [p.key for p in resolve("toy/relu,relu,1")] == ["toy/relu"]
+    assert [p.key for p in resolve("1/3,1-4")] == ["1/3", "1/1", "1/2", "1/4"]
+
+
 def test_toy_problems_are_valid_and_addressable():
     toys = toy_problems()
     assert len(toys) >= 5
