@@ -8,6 +8,7 @@ terminal). Nothing here prints.
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -86,8 +87,12 @@ def run_section(store: Store, run: dict[str, Any], by_turn: bool = False) -> dic
     for key in ("tokens_in", "tokens_out", "cost_usd"):
         total = _sum([turn[key] for turn in all_turns])
         section[key] = {"total": total, "per_problem": _per(total, problems)}
-    keys = {t["problem_key"] for t in attempted}
-    checks = [c for c in store.problem_checks(run.get("gpu") or "cpu", run["precision"]) if c["problem_key"] in keys]
+    sources: dict[str, set[str]] = defaultdict(set)  # problem key -> SHA-256 of the references worked on
+    for t in attempted:
+        sources[t["problem_key"]].add(hashlib.sha256(store.problem_of(t).code.encode()).hexdigest())
+    checks = [c for c in store.problem_checks(run.get("gpu") or "cpu", run["precision"])
+              if c["problem_key"] in sources and (c.get("code_sha256") is None  # checked before m006
+                                                  or c["code_sha256"] in sources[c["problem_key"]])]  # fmt: skip
     section["problem_checks"] = {
         "checked": len(checks),
         "flagged": [{"problem": c["problem_key"], "flags": c["flags"]} for c in checks if c["flags"]],

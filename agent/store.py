@@ -169,12 +169,20 @@ def m005_run_owner(db: Database) -> None:
     db["runs"].add_column("host", str)
 
 
+def m006_problem_check_source(db: Database) -> None:
+    """`problem_checks.code_sha256`: the SHA-256 of the reference source that was checked, so a report
+    shows a finding only beside trajectories on that same source (another file of the same name, or a
+    newer dataset version of the problem, is not the problem that was checked)."""
+    db["problem_checks"].add_column("code_sha256", str)
+
+
 MIGRATIONS: tuple[Callable[[Database], None], ...] = (
     m001_initial,
     m002_trajectory_indexes,
     m003_run_finished,
     m004_problem_checks,
     m005_run_owner,
+    m006_problem_check_source,
 )
 
 
@@ -656,7 +664,7 @@ class Store:
             "nondeterministic": int(bool(check.get("nondeterministic"))),
             "zeros_pass": int(bool(check.get("zeros_pass"))), "constant_pass": int(bool(check.get("constant_pass"))),
             "reference_fails": check.get("reference_fails"), "details": json.dumps(check.get("details") or []),
-            "checked": _now(),
+            "checked": _now(), "code_sha256": check.get("code_sha256"),
         }  # fmt: skip
         self.db["problem_checks"].upsert(row, pk=("problem_key", "gpu", "precision"))
 

@@ -464,6 +464,7 @@ def check_problem(problem: Problem, settings: EvalSettings) -> dict:
         message = f"the check process {_describe_exit(child.returncode)} during the {child.stage} stage"
         message += (":\n" + "\n".join(tail)) if tail else " (nothing on stderr)"
     return {"level": problem.level, "problem_id": problem.problem_id, "name": problem.name, "key": problem.key,
+            "code_sha256": hashlib.sha256(problem.code.encode()).hexdigest(),
             "device": settings.device, "precision": settings.precision, "gpu_name": hw.get("gpu_name"),
             "status": status, "message": message, "flags": found.get("flags", []),
             **{k: found.get(k) for k in ("reference_fails", "nondeterministic", "nonfinite_output", "zeros_pass",

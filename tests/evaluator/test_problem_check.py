@@ -66,3 +66,22 @@ def test_checks_are_stored_and_reported(tmp_path):
     store.finish_trajectory(traj, "turn_budget")
     text = render_report_text(build_report(store, ["r"]))
     assert "1_ref nondeterministic" in text and "1 of 1 checked" in text
+
+
+def test_a_check_of_another_source_under_the_same_name_is_not_reported(tmp_path):
+    from agent.report import build_report, render_report_text
+    from agent.store import Store
+
+    store = Store(tmp_path / "kb.sqlite")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    solved, other = tmp_path / "a" / "1_ref.py", tmp_path / "b" / "1_ref.py"
+    solved.write_text(TEMPLATE.format(body="self.drop(x)"))
+    other.write_text(TEMPLATE.format(body="torch.relu(x)"))  # same file name, another reference
+    run = store.create_run("r", {}, "m", "triton", "fp32")
+    store.finish_trajectory(store.create_trajectory(run, resolve_one(str(solved)), 0), "turn_budget")
+    store.record_problem_check(check_problem(resolve_one(str(solved)), EvalSettings(device="cpu")))
+    assert "1_ref nondeterministic" in render_report_text(build_report(store, ["r"]))
+    store.record_problem_check(check_problem(resolve_one(str(other)), EvalSettings(device="cpu")))
+    text = render_report_text(build_report(store, ["r"]))
+    assert "0 of 1 checked" in text and "nondeterministic" not in text
