@@ -171,7 +171,7 @@ def problems_show(
 
 @problems_app.command("check")
 def problems_check(
-    spec: Annotated[str, typer.Argument(help="Problems to check: 2/66, a level, 1/1-10,95, toy or a path.")],
+    spec: Annotated[str, typer.Argument(help="Problems to check: 2/66, a level, 1/1-10,95, toy, a path or a folder.")],
     device: Annotated[str, typer.Option(help="cuda (default) or cpu.")] = "cuda",
     precision: Annotated[str, typer.Option(help="fp32, fp16 or bf16.")] = "fp32",
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object per problem.")] = False,
@@ -180,8 +180,9 @@ def problems_check(
     db: DbOpt = None,
     dataset: DatasetOpt = None,
 ) -> None:
-    """Flag degenerate references: nondeterministic, passed by a zero or constant output at the
-    tolerance, or failing under the evaluator's input handling. Results are stored for `report`."""
+    """Flag degenerate references: nondeterministic, with NaN/Inf in their output, passed by a zero or
+    constant output at the tolerance, or failing under the evaluator's input handling. Results are
+    stored for `report`."""
     import json
     from concurrent.futures import ThreadPoolExecutor
 
