@@ -17,8 +17,11 @@ KB_DB=$OUT/solve.sqlite timeout "${T_SOLVE:-300}" bash tests/bench/solve_demo.sh
 echo "=== gpu tests (#3)"
 timeout "${T_TESTS:-300}" python3 -m pytest -q -p no:cacheprovider -m gpu tests/evaluator -s 2>&1 | tee "$OUT/gpu_tests.log"
 echo "=== problems check (#5)"
-(timeout "${T_CHECK:-120}" kb-agent problems check 2/66,9,23,38,80,83 --db "$OUT/checks.sqlite"
- timeout 60 kb-agent problems check 1/23,37 --db "$OUT/checks.sqlite") 2>&1 | tee "$OUT/checks.log"
+# the ones a first full scan (2026-11-30) left unchecked or checked under the old constant_pass rule, then
+# the flags the issue names; `kb-agent problems check 1 --jobs 4` (and 2, 3) redo the whole scan
+(timeout "${T_CHECK:-180}" kb-agent problems check 1/37-39,94-100,23 --jobs 4 --db "$OUT/checks.sqlite"
+ timeout 120 kb-agent problems check 2/36,42,65,66,9,23,38,80,83 --jobs 4 --db "$OUT/checks.sqlite") 2>&1 \
+  | tee "$OUT/checks.log"
 echo "=== stage bench, strict cost (#3, #5)"
 timeout "${T_BENCH:-150}" python3 tests/bench/bench_eval_stages.py --skip-plain --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"
 echo "=== red team on the GPU (#5)"
