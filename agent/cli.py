@@ -6,6 +6,7 @@ Heavy imports (torch, triton, litellm) happen inside the commands that need them
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -38,15 +39,34 @@ DatasetOpt = Annotated[
 ]
 
 
-def _terminate_like_ctrl_c() -> None:
-    """A plain `kill` (SIGTERM, as `timeout` and job schedulers send) ends the command like Ctrl-C: the
-    evaluation children are killed and what is logged stays logged, instead of an abrupt exit that
-    leaves a child running with nothing watching it."""
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the command is, so it unwinds like Ctrl-C (exit status 143, not 130)."""
+
+
+def _raise_terminated(*_) -> None:
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def _interruptible(hint: str = ""):
+    """Run a command body so that Ctrl-C and a plain `kill` (SIGTERM, as `timeout` and job schedulers
+    send) unwind it: evaluation children are killed, what is logged stays logged, and one line says
+    so (exit 130, or 143 for SIGTERM) instead of an abrupt exit that leaves a child unwatched."""
     import signal
     import threading
 
-    if threading.current_thread() is threading.main_thread():  # signal handlers live in the main thread
-        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    main_thread = threading.current_thread() is threading.main_thread()  # handlers live there only
+    if main_thread:
+        signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    except KeyboardInterrupt as e:
+        terminated = isinstance(e, Terminated)
+        err.print(("terminated" if terminated else "interrupted") + hint, highlight=False)
+        raise typer.Exit(143 if terminated else 130) from None
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _kill_children_until_idle(pool, seconds: float = 10.0) -> None:
@@ -210,20 +230,20 @@ def problems_check(
             sys.stdout.flush()
 
     oom = []  # out of memory beside other jobs: checked again alone at the end
-    _terminate_like_ctrl_c()
     pool = ThreadPoolExecutor(max_workers=jobs)  # each check is its own child process
-    try:
-        for p, c in zip(problems, pool.map(lambda p: check_problem(p, settings), problems), strict=True):
-            if jobs > 1 and c["status"] == "error" and c["message"].startswith("out of memory"):
-                oom.append(p)
-            else:
-                finish(p, c)
-        for p in oom:
-            finish(p, check_problem(p, settings))
-    except BaseException:  # Ctrl-C or SIGTERM: no check is left running, none queued starts
-        pool.shutdown(wait=False, cancel_futures=True)
-        _kill_children_until_idle(pool)
-        raise
+    with _interruptible("; the checks finished so far are stored"):
+        try:
+            for p, c in zip(problems, pool.map(lambda p: check_problem(p, settings), problems), strict=True):
+                if jobs > 1 and c["status"] == "error" and c["message"].startswith("out of memory"):
+                    oom.append(p)
+                else:
+                    finish(p, c)
+            for p in oom:
+                finish(p, check_problem(p, settings))
+        except BaseException:  # Ctrl-C or SIGTERM: no check is left running, none queued starts
+            pool.shutdown(wait=False, cancel_futures=True)
+            _kill_children_until_idle(pool)
+            raise
     pool.shutdown()
     counts: dict[str, int] = {}
     for p in problems:
@@ -362,12 +382,12 @@ def eval_cmd(
     if settings.baseline_compile and settings.device == "cpu":
         raise UsageError("--baseline compile times torch.compile on the GPU; drop it with --device cpu")
     require_cuda(settings.device, "pass --device cpu (Triton candidates run under the interpreter)")
-    _terminate_like_ctrl_c()
     try:
         source = candidate.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise UsageError(f"{str(candidate)!r} is not UTF-8 text; save the candidate as a UTF-8 .py file") from None
-    result = evaluate(resolve_one(problem, dataset), source, settings)
+    with _interruptible():
+        result = evaluate(resolve_one(problem, dataset), source, settings)
     if json_out:
         sys.stdout.write(result.to_json() + "\n")
     else:
@@ -416,7 +436,6 @@ def solve_cmd(
     from problems import resolve
 
     # a plain `kill` ends the run like Ctrl-C: the trajectory in flight is recorded as interrupted
-    _terminate_like_ctrl_c()
     store = Store(db)
     if resume_run:
         run = store.get_run(resume_run)
@@ -455,7 +474,8 @@ def solve_cmd(
     require_cuda(settings.device, "run on a GPU machine, or pass --device cpu --backend triton")
     lm = LiteLLMModel(llm_config)  # raises MissingKeyError (one line) before any request
     evaluator = LocalEvaluator(settings)
-    with TurnPrinter(out, total_turns=config.turns) as printer:
+    hint = "; `kb-agent runs list` shows the run, `kb-agent solve --resume RUN` continues it"
+    with _interruptible(hint), TurnPrinter(out, total_turns=config.turns) as printer:
         if resume_run:
             run_id = resume(resume_run, lm, evaluator, store, on_turn=printer)
         else:
@@ -468,12 +488,16 @@ def main() -> None:
     """Console-script entry point: run the app, turning expected errors into one line and exit code 2."""
     try:
         app()
-    except _expected_errors() as e:
-        err.print(f"[bold red]error:[/] {e}", highlight=False)
-        sys.exit(2)
+    except SystemExit:  # how every command ends: nothing to look up (and no import for a late signal to hit)
+        raise
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(130)
+    except Exception as e:
+        if not isinstance(e, _expected_errors()):
+            raise
+        err.print(f"[bold red]error:[/] {e}", highlight=False)
+        sys.exit(2)
 
 
 __all__ = ["app", "main", "Path"]

@@ -257,7 +257,7 @@ def run_child(
     try:
         with open(out_path, "wb") as out_f, open(err_path, "wb") as err_f:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "evaluator.worker", str(w_fd), str(job_path), str(key_r)],
+                [sys.executable, "-m", "evaluator.worker", str(w_fd), str(job_path), str(key_r), str(os.getpid())],
                 cwd=workdir,
                 env=child_env(settings, workdir, build_root),
                 stdin=subprocess.DEVNULL,

