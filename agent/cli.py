@@ -200,7 +200,7 @@ def problems_check(
     db: DbOpt = None,
     dataset: DatasetOpt = None,
 ) -> None:
-    """Flag degenerate references: nondeterministic, with NaN/Inf in their output, passed by a zero or
+    """Flag degenerate references: nondeterministic, with NaN in their output, passed by a zero or
     constant output at the tolerance, or failing under the evaluator's input handling. Results are
     stored for `report`."""
     import json

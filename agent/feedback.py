@@ -146,14 +146,16 @@ def trial_line(t: TrialResult) -> str:
     """One failed correctness trial in words: what kind of mismatch, the statistics, the first
     mismatched elements."""
     if t.problem == "type":
-        return f"the output is a {t.actual_dtype}; the reference's is a {t.expected_dtype}"
+        return f"output type {t.actual_dtype}, expected {t.expected_dtype}"
+    which = f"output[{t.output_index}]" if t.output_index is not None else "output"
     if t.problem == "shape" or (t.expected_shape is not None and t.expected_shape != t.actual_shape):
-        return f"output shape {t.actual_shape}, expected {t.expected_shape}"
+        return f"{which} shape {t.actual_shape}, expected {t.expected_shape}"
     if t.problem == "dtype" or (t.expected_dtype and t.actual_dtype and t.expected_dtype != t.actual_dtype):
-        return f"output dtype {t.actual_dtype}, expected {t.expected_dtype}"
+        return f"{which} dtype {t.actual_dtype}, expected {t.expected_dtype}"
     bits = []
+    nonfinite = t.nan_actual or t.nan_expected or t.inf_actual or t.inf_expected
     if t.max_abs_diff is not None:
-        bits.append(f"max abs diff {_num(t.max_abs_diff)}")
+        bits.append(f"max abs diff {_num(t.max_abs_diff)}" + (" (finite elements)" if nonfinite else ""))
     if t.mean_abs_diff is not None:
         bits.append(f"mean abs diff {_num(t.mean_abs_diff)}")
     if t.max_rel_diff is not None:
@@ -172,7 +174,9 @@ def trial_line(t: TrialResult) -> str:
     ):
         if actual or expected:
             special.append(f"{actual} {what} in your output (reference: {expected})")
-    text = ", ".join(bits + special) or "values differ"
+    if t.nan_expected:
+        special.append("NaN never matches, not even NaN")
+    text = (f"{which}: " if t.output_index is not None else "") + (", ".join(bits + special) or "values differ")
     if t.first_mismatches:
         shown = "; ".join(
             f"at {m.get('index')}: expected {_num(m.get('expected'))}, got {_num(m.get('actual'))}"

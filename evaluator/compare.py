@@ -157,7 +157,9 @@ def compare_outputs(expected: Any, actual: Any, atol: float, rtol: float, trial:
         result.problem = "type"
         result.expected_dtype, result.actual_dtype = mismatch  # the kinds of output, for type problems
         return result
-    for e, a in zip(flatten_outputs(expected), flatten_outputs(actual), strict=True):
+    flat_e, flat_a = flatten_outputs(expected), flatten_outputs(actual)
+    for i, (e, a) in enumerate(zip(flat_e, flat_a, strict=True)):
+        result.output_index = i if len(flat_e) > 1 else None
         if not isinstance(e, torch.Tensor):
             e, a = torch.as_tensor(e), torch.as_tensor(a) if not isinstance(a, torch.Tensor) else a
         compare_tensors(e, a, atol, rtol, result)

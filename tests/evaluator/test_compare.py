@@ -89,3 +89,19 @@ def test_a_different_dtype_fails_as_torch_allclose_raises_on_it():
     r = compare_outputs(y, y.double(), 1e-4, 1e-4, 0, 0)
     assert not r.passed and r.problem == "dtype"
     assert r.mismatched == 0  # the values themselves agree: the message points at the dtype
+
+
+def test_feedback_names_the_failing_output_and_nan_semantics():
+    from agent.feedback import trial_line
+
+    y, z = torch.rand(3), torch.rand(4)
+    bad = z.clone()
+    bad[2] += 1
+    line = trial_line(compare_outputs((y, z), (y.clone(), bad), 1e-4, 1e-4, 0, 0))
+    assert line.startswith("output[1]: ") and "at [2]" in line
+    nan_ref = torch.full((2,), float("nan"))
+    assert "NaN never matches" in trial_line(compare_outputs(nan_ref, nan_ref.clone(), 1e-4, 1e-4, 0, 0))
+    inf_out = y.clone()
+    inf_out[0] = float("inf")
+    assert "(finite elements)" in trial_line(compare_outputs(y, inf_out, 1e-4, 1e-4, 0, 0))
+    assert trial_line(compare_outputs(y, (y,), 1e-4, 1e-4, 0, 0)) == "output type tuple of 1, expected Tensor"

@@ -40,6 +40,7 @@ def get_init_inputs():
         ("x.sum()", []),  # a scalar output is not flagged by its own value
         ("x @ torch.ones(3, 3)", ["reference_fails"]),
         ("x * float('nan')", ["nonfinite_output"]),  # not "nondeterministic": NaN matches NaN between runs
+        ("1.0 / (x > 0.5).float()", []),  # Inf where x <= 0.5: an equal Inf matches, so nothing to flag
     ],
 )
 def test_flags(tmp_path, body, flags):
