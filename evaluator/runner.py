@@ -194,7 +194,9 @@ def evaluate(problem: Problem, candidate_source: str, settings: EvalSettings) ->
     elif timed_out:
         result.status = Status.TIMEOUT
         hint = ""
-        if stage != "build":
+        if stage_limit[stage] != _stage_limits(EvalSettings())[stage]:
+            hint = f" (a limit set with --stage-limits {_LIMIT_NAMES[stage]}=SECONDS)"
+        elif stage != "build":
             hint = (" (the Triton interpreter is slow: on --device cpu use small problems such as toy/relu)"
                     if settings.device == "cpu" else " (a hang or an infinite loop in a kernel?)")  # fmt: skip
         result.message = f"the {stage} stage ran past its {stage_limit[stage]:g} s limit and was killed{hint}"
@@ -207,8 +209,7 @@ def evaluate(problem: Problem, candidate_source: str, settings: EvalSettings) ->
     else:
         result.status = Status(done["status"])
         result.message = done["message"]
-    if result.backend == "auto":
-        result.backend = result.compile.backend
+    result.backend = result.compile.backend or result.backend  # what the candidate is, not what was asked
     parity_correct = result.status == Status.CORRECT or (
         result.strict is not None and result.strict.get("parity_status") == str(Status.CORRECT)
     )
@@ -219,6 +220,9 @@ def evaluate(problem: Problem, candidate_source: str, settings: EvalSettings) ->
     result.stages["total"] = time.perf_counter() - t_start
     shutil.rmtree(workdir, ignore_errors=True)
     return result
+
+
+_LIMIT_NAMES = {"setup": "start", "build": "build", "correctness": "correctness", "timing": "timing"}
 
 
 def _stage_limits(settings: EvalSettings) -> dict[str, float]:

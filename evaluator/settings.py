@@ -27,12 +27,18 @@ class StageLimits:
         Raises:
             ValueError: an unknown stage, or a limit that is not a positive number.
         """
-        limits = cls()
+        limits, seen = cls(), set()
         for part in filter(None, (p.strip() for p in text.split(","))):
-            stage, _, value = part.partition("=")
-            name = f"{stage.strip()}_s"
+            stage, eq, value = (x.strip() for x in part.partition("="))
+            stage = "start" if stage == "setup" else stage  # results call the start stage "setup"
+            name = f"{stage}_s"
             if name not in cls.__dataclass_fields__:
-                raise ValueError(f"unknown stage {stage.strip()!r} in {text!r}; stages: start, build, correctness, timing")
+                raise ValueError(f"unknown stage {stage!r} in {text!r}; stages: start, build, correctness, timing")
+            if not eq:
+                raise ValueError(f"{part!r} has no limit; write STAGE=SECONDS, e.g. {stage}=600")
+            if name in seen:
+                raise ValueError(f"the {stage} limit is given twice in {text!r}")
+            seen.add(name)
             try:
                 seconds = float(value)
             except ValueError:

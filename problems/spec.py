@@ -112,6 +112,8 @@ def resolve(spec: str, dataset: str | os.PathLike | None = None) -> list[Problem
         return [problem_from_file(f) for f in files]
     if raw.endswith(".py") or os.path.sep in raw and Path(raw).exists():  # a path: spaces are its own
         return [problem_from_file(raw)]
+    if raw.startswith(("/", "./", "../", "~")):
+        raise ProblemError(f"no such file or folder: {raw!r}")
     s = raw.replace(" ", "")
     if not s:
         raise ProblemError("empty problem spec; try 2/40, 2, 1/1-10,95, toy or a path to a .py file")

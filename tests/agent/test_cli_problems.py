@@ -74,7 +74,8 @@ def test_stage_limits_parse_and_bad_values_are_one_line_errors(tmp_path):
 
     lim = StageLimits.parse("build=600, timing=1.5")
     assert (lim.build_s, lim.timing_s, lim.correctness_s) == (600.0, 1.5, StageLimits().correctness_s)
-    for bad in ("bild=3", "build=abc", "timing=0", "build=-1", "start=inf"):
+    assert StageLimits.parse("setup=9").start_s == 9.0  # the name results use for the start stage
+    for bad in ("bild=3", "build=abc", "timing=0", "build=-1", "start=inf", "build=5,build=6", "correctness"):
         with pytest.raises(ValueError):
             StageLimits.parse(bad)
     cand = tmp_path / "c.py"

@@ -62,6 +62,8 @@ def test_paths_keep_their_spaces_folders_hold_problems_and_non_utf8_is_one_line(
     (spaced / "1_a.py").write_text(toy_problems()[2].code)
     assert resolve_one(str(spaced / "1_a.py")).name == "1_a"
     assert [p.name for p in resolve(str(spaced))] == ["1_a", "2_b"]
+    with pytest.raises(ProblemError, match="no such file or folder"):
+        resolve(str(tmp_path / "nope dir"))
     (tmp_path / "empty").mkdir()
     with pytest.raises(ProblemError, match="no .py files in"):
         resolve(str(tmp_path / "empty"))
