@@ -7,6 +7,7 @@ they tell the model what kind of mismatch it produced.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -33,6 +34,14 @@ def _scalar(x: torch.Tensor) -> float | str:
     return v if v == v and abs(v) != float("inf") else str(v)
 
 
+def flat_chunks(x: torch.Tensor, y: torch.Tensor) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
+    """(start, chunk of x, chunk of y) over the two tensors flattened, CHUNK_ELEMENTS at a time, so
+    elementwise work on a 1.6e9-element output keeps its temporaries to a few hundred MB."""
+    xf, yf = x.reshape(-1), y.reshape(-1)
+    for start in range(0, xf.numel(), CHUNK_ELEMENTS):
+        yield start, xf[start : start + CHUNK_ELEMENTS], yf[start : start + CHUNK_ELEMENTS]
+
+
 def _allclose_or_false(e: torch.Tensor, a: torch.Tensor, atol: float, rtol: float) -> bool:
     """KernelBench's `torch.allclose(reference, candidate)`; where it raises (different dtypes, which
     KernelBench then counts as a failed trial) False."""
@@ -43,15 +52,14 @@ def _allclose_or_false(e: torch.Tensor, a: torch.Tensor, atol: float, rtol: floa
 
 
 def _chunked_stats(e: torch.Tensor, a: torch.Tensor, atol: float, rtol: float, result: TrialResult) -> bool:
-    """The allclose verdict and the mismatch statistics, CHUNK_ELEMENTS at a time over the flattened
-    tensors, so a 1.6e9-element output needs a few hundred MB of float64 temporaries, not ~10x its size.
-    allclose is elementwise followed by all(), so the chunked verdict is the same as one call's."""
+    """The allclose verdict and the mismatch statistics, chunk by chunk (`flat_chunks`): a 1.6e9-element
+    output needs a few hundred MB of float64 temporaries, not ~10x its size. allclose is elementwise
+    followed by all(), so the chunked verdict is the same as one call's."""
     ef, af = e.reshape(-1), a.reshape(-1)
     passed, mismatched, n_finite, sum_diff = True, 0, 0, 0.0
     max_diff = max_rel = None
     first: list[int] = []
-    for start in range(0, ef.numel(), CHUNK_ELEMENTS):
-        ec, ac = ef[start : start + CHUNK_ELEMENTS], af[start : start + CHUNK_ELEMENTS]
+    for start, ec, ac in flat_chunks(ef, af):
         passed = _allclose_or_false(ec, ac, atol, rtol) and passed
         e64, a64 = ec.to(torch.float64), ac.to(torch.float64)
         diff = (a64 - e64).abs()

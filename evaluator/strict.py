@@ -251,16 +251,15 @@ def relative_error(expected, actual) -> float | None:
     output is all zeros (no scale to compare against)."""
     import torch
 
-    from evaluator.compare import CHUNK_ELEMENTS, flatten_outputs
+    from evaluator.compare import flat_chunks, flatten_outputs
 
     num = den = 0.0
     for e, a in zip(flatten_outputs(expected), flatten_outputs(actual), strict=False):
         if not isinstance(e, torch.Tensor) or not isinstance(a, torch.Tensor) or e.shape != a.shape:
             return float("inf")
-        ef, af = e.detach().reshape(-1), a.detach().to(e.device).reshape(-1)
-        for start in range(0, ef.numel(), CHUNK_ELEMENTS):  # bounded float64 temporaries on large outputs
-            e64 = ef[start : start + CHUNK_ELEMENTS].to(torch.float64)
-            d = (af[start : start + CHUNK_ELEMENTS].to(torch.float64) - e64).norm().item()
+        for _, ec, ac in flat_chunks(e.detach(), a.detach().to(e.device)):  # bounded float64 temporaries
+            e64 = ec.to(torch.float64)
+            d = (ac.to(torch.float64) - e64).norm().item()
             if d != d:  # NaN
                 return float("inf")
             num += d**2

@@ -662,7 +662,7 @@ def _runs_differ(first, second, atol: float, rtol: float) -> str:
     reference that always outputs NaN is not called nondeterministic), else how they differ."""
     import torch
 
-    from evaluator.compare import CHUNK_ELEMENTS, flatten_outputs
+    from evaluator.compare import flat_chunks, flatten_outputs
 
     a, b = flatten_outputs(first), flatten_outputs(second)
     for x, y in zip(a, b, strict=True):
@@ -670,10 +670,8 @@ def _runs_differ(first, second, atol: float, rtol: float) -> str:
             if x != y:
                 return f"{x!r} then {y!r}"
             continue
-        xf, yf = x.reshape(-1), y.reshape(-1)
         off = 0
-        for start in range(0, xf.numel(), CHUNK_ELEMENTS):
-            xc, yc = xf[start : start + CHUNK_ELEMENTS], yf[start : start + CHUNK_ELEMENTS]
+        for _, xc, yc in flat_chunks(x, y):
             if x.is_floating_point():
                 off += int((~torch.isclose(xc, yc, rtol=rtol, atol=atol, equal_nan=True)).sum())
             else:
