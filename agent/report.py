@@ -8,7 +8,6 @@ terminal). Nothing here prints.
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -89,7 +88,7 @@ def run_section(store: Store, run: dict[str, Any], by_turn: bool = False) -> dic
         section[key] = {"total": total, "per_problem": _per(total, problems)}
     sources: dict[str, set[str]] = defaultdict(set)  # problem key -> SHA-256 of the references worked on
     for t in attempted:
-        sources[t["problem_key"]].add(hashlib.sha256(store.problem_of(t).code.encode()).hexdigest())
+        sources[t["problem_key"]].add(store.problem_of(t).code_sha256)
     checks = [c for c in store.problem_checks(run.get("gpu") or "cpu", run["precision"])
               if c["problem_key"] in sources and (c.get("code_sha256") is None  # checked before m006
                                                   or c["code_sha256"] in sources[c["problem_key"]])]  # fmt: skip

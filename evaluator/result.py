@@ -17,6 +17,10 @@ from typing import Any
 SCHEMA_VERSION = 1
 
 
+# What `kb-agent problems check` can find wrong with a reference (`evaluator.worker.check_problem`).
+CHECK_FLAGS = ("reference_fails", "nondeterministic", "nonfinite_output", "zeros_pass", "constant_pass")
+
+
 class Status(str, Enum):
     """Verdict of one evaluation. Every status but CORRECT comes with a message the model can act on."""
 

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from evaluator.result import (
+    CHECK_FLAGS,
     CompileInfo,
     CorrectnessInfo,
     EvalResult,
@@ -468,9 +469,8 @@ def check_problem(problem: Problem, settings: EvalSettings) -> dict:
         message = f"the check process {_describe_exit(child.returncode)} during the {child.stage} stage"
         message += (":\n" + "\n".join(tail)) if tail else " (nothing on stderr)"
     return {"level": problem.level, "problem_id": problem.problem_id, "name": problem.name, "key": problem.key,
-            "code_sha256": hashlib.sha256(problem.code.encode()).hexdigest(),
+            "code_sha256": problem.code_sha256,
             "device": settings.device, "precision": settings.precision, "gpu_name": hw.get("gpu_name"),
             "status": status, "message": message, "flags": found.get("flags", []),
-            **{k: found.get(k) for k in ("reference_fails", "nondeterministic", "nonfinite_output", "zeros_pass",
-                                          "constant_pass")},
+            **{k: found.get(k) for k in CHECK_FLAGS},
             "details": found.get("details", []), "seconds": sum(stages.values())}  # fmt: skip

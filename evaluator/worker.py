@@ -27,7 +27,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from evaluator.result import CompileInfo, CorrectnessInfo, Status, TimingInfo
+from evaluator.result import CHECK_FLAGS, CompileInfo, CorrectnessInfo, Status, TimingInfo
 from evaluator.settings import EvalSettings
 
 _DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
@@ -652,9 +652,6 @@ def check_problem(ev: Evaluation) -> None:
     found["flags"] = flags
     chan.send("problem_check", check=found)
     chan.send("done", status="flagged" if flags else "ok", message=", ".join(flags) or "ok")
-
-
-CHECK_FLAGS = ("reference_fails", "nondeterministic", "nonfinite_output", "zeros_pass", "constant_pass")
 
 
 def _runs_differ(first, second, atol: float, rtol: float) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict, dataclass
 
 
@@ -36,6 +37,11 @@ class Problem:
         if self.level == 0:
             return f"toy/{self.name}"
         return f"{self.level}/{self.problem_id}"
+
+    @property
+    def code_sha256(self) -> str:
+        """SHA-256 (hex) of `code`: tells two versions of a problem apart where `key` cannot."""
+        return hashlib.sha256(self.code.encode()).hexdigest()
 
     def to_dict(self) -> dict:
         return asdict(self)
