@@ -435,7 +435,6 @@ def solve_cmd(
     from evaluator import EvalSettings, LocalEvaluator
     from problems import resolve
 
-    # a plain `kill` ends the run like Ctrl-C: the trajectory in flight is recorded as interrupted
     store = Store(db)
     if resume_run:
         run = store.get_run(resume_run)
@@ -474,6 +473,7 @@ def solve_cmd(
     require_cuda(settings.device, "run on a GPU machine, or pass --device cpu --backend triton")
     lm = LiteLLMModel(llm_config)  # raises MissingKeyError (one line) before any request
     evaluator = LocalEvaluator(settings)
+    # Ctrl-C or a plain `kill` ends the run cleanly: the trajectory in flight is recorded as interrupted
     hint = "; `kb-agent runs list` shows the run, `kb-agent solve --resume RUN` continues it"
     with _interruptible(hint), TurnPrinter(out, total_turns=config.turns) as printer:
         if resume_run:

@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
-import socket
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,7 +33,7 @@ from typing import Any
 from agent.extract import extract_code
 from agent.feedback import feedback_for, initial_messages
 from agent.llm import LLMError, LLMReply, Model
-from agent.store import Store, StoreError
+from agent.store import Store, StoreError, running_elsewhere
 from evaluator import Evaluator
 from evaluator.result import EvalResult
 from problems import Problem
@@ -159,8 +157,8 @@ def resume(
     running in another live process on this machine.
     """
     run = store.get_run(run_ref)
-    if run["status"] == "running" and run.get("host") == socket.gethostname() and run.get("pid") != os.getpid():
-        raise StoreError(f"run {run['name']} is still running (process {run['pid']}); stop it before resuming it")
+    if owner := running_elsewhere(run):
+        raise StoreError(f"run {run['name']} is still running (process {owner}); stop it before resuming it")
     config = SolveConfig.from_dict(run["config"] or {})
     todo = {t["id"]: t for t in store.unfinished_trajectories(run["id"])}
     # trajectories ended by a failure of the harness or the model connection are continued too

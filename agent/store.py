@@ -262,6 +262,14 @@ def _owner_gone(pid: int | None, host: str | None) -> bool:
     return False
 
 
+def running_elsewhere(run: Mapping[str, Any]) -> int | None:
+    """The pid of another live process on this machine running `run` (a row as `Store.get_run` gives it,
+    where a run whose process is gone already reads `killed`), else None."""
+    if run.get("status") == "running" and run.get("host") == socket.gethostname() and run.get("pid") != os.getpid():
+        return run.get("pid")
+    return None
+
+
 def default_db_path() -> Path:
     """The store path when none is given: `$KB_DB`, else `runs/kb.sqlite` relative to the working directory."""
     return Path(os.environ.get(DB_ENV) or DEFAULT_DB)
@@ -722,4 +730,5 @@ __all__ = [
     "m003_run_finished",
     "migrate",
     "package_versions",
+    "running_elsewhere",
 ]

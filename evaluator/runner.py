@@ -38,7 +38,7 @@ from evaluator.result import (
     TimingInfo,
     _build,
 )
-from evaluator.settings import EvalSettings
+from evaluator.settings import EvalSettings, StageLimits
 from problems import Problem
 
 log = logging.getLogger(__name__)
@@ -187,7 +187,7 @@ def evaluate(problem: Problem, candidate_source: str, settings: EvalSettings) ->
             done = {**done, "status": str(Status.REJECTED),
                     "message": f"rejected by strict mode:\n- processes: left {n} process(es) running"}  # fmt: skip
     result.stdout, result.stderr = child.stdout, child.stderr
-    stage_limit = _stage_limits(settings)
+    stage_limit = _stage_limits(settings.limits)
     if memory_stage is not None:
         result.status = Status.RUNTIME_ERROR
         result.message = (f"the {memory_stage} stage used more than {settings.max_memory_gb:g} GiB of host memory "
@@ -195,7 +195,7 @@ def evaluate(problem: Problem, candidate_source: str, settings: EvalSettings) ->
     elif timed_out:
         result.status = Status.TIMEOUT
         hint = ""
-        if stage_limit[stage] != _stage_limits(EvalSettings())[stage]:
+        if stage_limit[stage] != _stage_limits(StageLimits())[stage]:
             hint = f" (a limit set with --stage-limits {_LIMIT_NAMES[stage]}=SECONDS)"
         elif stage != "build":
             hint = (" (the Triton interpreter is slow: on --device cpu use small problems such as toy/relu)"
@@ -223,12 +223,13 @@ def evaluate(problem: Problem, candidate_source: str, settings: EvalSettings) ->
     return result
 
 
+# a stage as results and the channel name it -> its name in StageLimits (`<name>_s`) and --stage-limits
 _LIMIT_NAMES = {"setup": "start", "build": "build", "correctness": "correctness", "timing": "timing"}
 
 
-def _stage_limits(settings: EvalSettings) -> dict[str, float]:
-    lim = settings.limits
-    return {"setup": lim.start_s, "build": lim.build_s, "correctness": lim.correctness_s, "timing": lim.timing_s}
+def _stage_limits(limits: StageLimits) -> dict[str, float]:
+    """Seconds allowed per stage, keyed as the channel names the stages."""
+    return {stage: getattr(limits, f"{name}_s") for stage, name in _LIMIT_NAMES.items()}
 
 
 @dataclasses.dataclass
@@ -279,7 +280,7 @@ def run_child(
         os.close(key_w)
         try:
             done, stage, timed_out, forged = _watch(
-                proc, r_fd, on_event, stages, _stage_limits(settings), settings.max_memory_gb * 2**30, key
+                proc, r_fd, on_event, stages, _stage_limits(settings.limits), settings.max_memory_gb * 2**30, key
             )
         except MemoryExceeded as e:
             done, stage, timed_out, memory_stage, forged = None, e.args[0], False, e.args[0], 0
@@ -460,7 +461,7 @@ def check_problem(problem: Problem, settings: EvalSettings) -> dict:
     if child.done is not None:
         status, message = child.done["status"], child.done["message"]
     elif child.timed_out:
-        limit = _stage_limits(settings)[child.stage]
+        limit = _stage_limits(settings.limits)[child.stage]
         status, message = "timeout", (f"the reference ran past the {child.stage} stage's {limit:g} s limit "
                                       "(a hang, or too large for this device?)")  # fmt: skip
     else:

@@ -44,7 +44,7 @@ class StageLimits:
             except ValueError:
                 seconds = -1.0
             if not seconds > 0 or seconds == float("inf"):
-                raise ValueError(f"the {stage.strip()} limit {value.strip()!r} is not a positive number of seconds")
+                raise ValueError(f"the {stage} limit {value!r} is not a positive number of seconds")
             setattr(limits, name, seconds)
         return limits
 

@@ -1,4 +1,4 @@
-"""The evaluator's child process: `python -m evaluator.worker CHANNEL_FD JOB_FILE KEY_FD`.
+"""The evaluator's child process: `python -m evaluator.worker CHANNEL_FD JOB_FILE KEY_FD PARENT_PID`.
 
 Runs in a fresh process, its own process group, a private working directory and a scrubbed environment
 (see `evaluator.runner`). It reports on the private channel (the inherited pipe `CHANNEL_FD`), one signed
@@ -594,16 +594,15 @@ class Evaluation:
 def check_problem(ev: Evaluation) -> None:
     """Flag a degenerate reference: it fails under the evaluator's input handling, it does not match
     itself (two instances built with the same seed, called one after the other on the same inputs, so
-    dropout or other random draws show), its output holds NaN (nothing can match it), or a zero
-    or constant output would pass its correctness check
-    at the tolerance on every trial (the constant is the mean of the first trial's output, kept for all
-    trials, so a scalar output that varies with the inputs is not flagged by its own value). Sends a "problem_check" part, then the verdict."""
+    dropout or other random draws show), its output holds NaN (nothing can match it), or a zero or
+    constant output would pass its correctness check at the tolerance on every trial (the constant is
+    the mean of the first trial's output, kept for all trials, so a scalar output that varies with the
+    inputs is not flagged by its own value). Sends a "problem_check" part, then the verdict."""
     from evaluator.compare import compare_outputs
 
     torch, chan = ev.torch, ev.chan
     found = {"reference_fails": None, "nondeterministic": False, "nonfinite_output": False, "zeros_pass": True,
-             "constant_pass": True,
-             "details": []}  # fmt: skip
+             "constant_pass": True, "details": []}  # fmt: skip
     chan.send("stage", name="build")
     try:
         ref_path = ev.workdir / "reference.py"
