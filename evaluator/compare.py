@@ -35,11 +35,19 @@ def _scalar(x: torch.Tensor) -> float | str:
 
 
 def flat_chunks(x: torch.Tensor, y: torch.Tensor) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
-    """(start, chunk of x, chunk of y) over the two tensors flattened, CHUNK_ELEMENTS at a time, so
-    elementwise work on a 1.6e9-element output keeps its temporaries to a few hundred MB."""
-    xf, yf = x.reshape(-1), y.reshape(-1)
-    for start in range(0, xf.numel(), CHUNK_ELEMENTS):
-        yield start, xf[start : start + CHUNK_ELEMENTS], yf[start : start + CHUNK_ELEMENTS]
+    """(flat start, chunk of x, chunk of y) over two same-shape tensors in row-major order, about
+    CHUNK_ELEMENTS at a time, so elementwise work on a 1.6e9-element output keeps its temporaries to a
+    few hundred MB. Contiguous tensors are cut as flat views; others (a transposed output, an expanded
+    constant) in slabs along dim 0, so only one slab is ever copied."""
+    if x.dim() <= 1 or (x.is_contiguous() and y.is_contiguous()):
+        xf, yf = x.reshape(-1), y.reshape(-1)
+        for start in range(0, xf.numel(), CHUNK_ELEMENTS):
+            yield start, xf[start : start + CHUNK_ELEMENTS], yf[start : start + CHUNK_ELEMENTS]
+        return
+    per_row = x[0].numel() if x.shape[0] else 1
+    step = max(1, CHUNK_ELEMENTS // max(per_row, 1))
+    for row in range(0, x.shape[0], step):
+        yield row * per_row, x[row : row + step].reshape(-1), y[row : row + step].reshape(-1)
 
 
 def _allclose_or_false(e: torch.Tensor, a: torch.Tensor, atol: float, rtol: float) -> bool:
@@ -55,11 +63,10 @@ def _chunked_stats(e: torch.Tensor, a: torch.Tensor, atol: float, rtol: float, r
     """The allclose verdict and the mismatch statistics, chunk by chunk (`flat_chunks`): a 1.6e9-element
     output needs a few hundred MB of float64 temporaries, not ~10x its size. allclose is elementwise
     followed by all(), so the chunked verdict is the same as one call's."""
-    ef, af = e.reshape(-1), a.reshape(-1)
     passed, mismatched, n_finite, sum_diff = True, 0, 0, 0.0
     max_diff = max_rel = None
     first: list[int] = []
-    for start, ec, ac in flat_chunks(ef, af):
+    for start, ec, ac in flat_chunks(e, a):
         passed = _allclose_or_false(ec, ac, atol, rtol) and passed
         e64, a64 = ec.to(torch.float64), ac.to(torch.float64)
         diff = (a64 - e64).abs()
@@ -85,10 +92,10 @@ def _chunked_stats(e: torch.Tensor, a: torch.Tensor, atol: float, rtol: float, r
     result.max_rel_diff = max_rel
     result.mismatched = mismatched
     result.mismatch_fraction = mismatched / result.numel
-    shape = list(e.shape)
+    indices = [_unravel(i, list(e.shape)) for i in first]
     result.first_mismatches = [
-        {"index": _unravel(i, shape), "expected": _scalar(ef[i].to(torch.float64)), "actual": _scalar(af[i].to(torch.float64))}
-        for i in first
+        {"index": ix, "expected": _scalar(e[tuple(ix)].to(torch.float64)), "actual": _scalar(a[tuple(ix)].to(torch.float64))}
+        for ix in indices
     ]  # fmt: skip
     return passed
 

@@ -41,6 +41,18 @@ def test_chunked_statistics_equal_the_one_shot_ones(monkeypatch, chunk):
     assert math.isclose(relative_error(e, e * 1.001), 1e-3, rel_tol=1e-4)
 
 
+@pytest.mark.parametrize("chunk", [1, 40, 1 << 24])
+def test_non_contiguous_outputs_chunk_in_slabs_with_the_same_statistics(monkeypatch, chunk):
+    e, a = _pair()
+    whole = compare_outputs(e, a, 1e-4, 1e-4, trial=0, seed=1)
+    monkeypatch.setattr(compare, "CHUNK_ELEMENTS", chunk)
+    # the same values, laid out transposed in memory: statistics and indices must not change
+    et, at = e.t().contiguous().t(), a.t().contiguous().t()
+    assert not et.is_contiguous() and compare_outputs(et, at, 1e-4, 1e-4, trial=0, seed=1) == whole
+    flat = [s for s, _, _ in compare.flat_chunks(torch.zeros(()).expand(37, 29), e)]
+    assert flat == list(range(0, 37 * 29, max(1, chunk // 29) * 29))[: len(flat)] and flat[0] == 0
+
+
 def test_chunked_verdict_is_allclose_on_the_whole_tensor(monkeypatch):
     monkeypatch.setattr(compare, "CHUNK_ELEMENTS", 5)
     e = torch.linspace(-1, 1, 101)
