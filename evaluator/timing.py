@@ -34,6 +34,8 @@ from evaluator.result import TimingStats
 _sync = torch.cuda.synchronize
 _Event = torch.cuda.Event
 _perf_counter = time.perf_counter
+_get_sync_debug_mode = torch.cuda.get_sync_debug_mode
+_set_sync_debug_mode = torch.cuda.set_sync_debug_mode
 
 PARITY_METHOD = "cuda_event_sync"
 CPU_METHOD = "cpu_perf_counter"
@@ -98,12 +100,25 @@ def _capture(fn: Callable[..., Any], args: Sequence[Any], atol: float, rtol: flo
     on the legacy default stream is not recorded (its launch error goes unchecked), so the graph would
     replay nothing. So the graph is checked: its output buffers are poisoned, the graph replayed, and the
     result compared with an eager call on the same inputs.
+
+    A capture that a host sync invalidates ends inside `capture_end`, before torch takes the default CUDA
+    generator out of capture mode; every later random draw on the device would then raise ("Offset
+    increment outside graph capture"), failing an honest candidate in the next timing stage. So the eager
+    call runs under `torch.cuda.set_sync_debug_mode("error")` (a model that syncs through torch is never
+    captured), and after any failure the generator gets back the state it had before.
     """
     from evaluator.compare import compare_outputs, flatten_outputs
 
+    generator = torch.cuda.default_generators[torch.cuda.current_device()]
+    saved = generator.clone_state()
+    debug_mode = _get_sync_debug_mode()
     try:
         with torch.no_grad():
-            expected = fn(*args)
+            _set_sync_debug_mode("error")
+            try:
+                expected = fn(*args)
+            finally:
+                _set_sync_debug_mode(debug_mode)
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):
@@ -126,10 +141,12 @@ def _capture(fn: Callable[..., Any], args: Sequence[Any], atol: float, rtol: flo
             return None
         return graph
     except Exception:
+        _set_sync_debug_mode(debug_mode)
         try:
             _sync()
         except Exception:
             pass
+        generator.graphsafe_set_state(saved)
         return None
 
 

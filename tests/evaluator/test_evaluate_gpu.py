@@ -47,6 +47,18 @@ def test_illegal_memory_access_is_contained_and_the_next_candidate_is_correct(kb
     assert r2.status == Status.CORRECT, r2.message
 
 
+def test_an_honest_kernel_with_a_host_read_is_correct_in_strict_mode(kb_dataset):
+    # found on the H200: the host read invalidated the CUDA-graph capture of the device figure, which left
+    # torch's generator in capture mode, and strict timing's fresh input values then failed to draw
+    src = (CANDIDATES / "triton_relu.py").read_text()
+    host_read = "n = int(torch.tensor(x.numel(), device=x.device).item())  # a host read: syncs the stream"
+    assert "n = x.numel()" in src
+    r = evaluate(resolve_one("1/19"), src.replace("n = x.numel()", host_read), EvalSettings(strict=True))
+    assert r.status == Status.CORRECT, r.message
+    assert r.timing.device_method == "back_to_back_events"
+    _report("triton_relu with a host read", r)
+
+
 def test_L1_95_reference_keeps_integer_targets(kb_dataset):
     r = run("torch_passthrough", "1/95", strict=False)  # plain PyTorch: strict mode would reject it
     assert r.status == Status.CORRECT, r.message
