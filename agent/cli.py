@@ -191,7 +191,7 @@ def problems_show(
 
 @problems_app.command("check")
 def problems_check(
-    spec: Annotated[str, typer.Argument(help="Problems to check: 2/66, a level, 1/1-10,95, toy, a path or a folder.")],
+    spec: Annotated[str, typer.Argument(help="Problems to check: 2/66, a level, 1/1-10,95, 1/37,2/9-12, toy, a path or a folder.")],
     device: Annotated[str, typer.Option(help="cuda (default) or cpu.")] = "cuda",
     precision: Annotated[str, typer.Option(help="fp32, fp16 or bf16.")] = "fp32",
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object per problem.")] = False,
@@ -399,7 +399,7 @@ def eval_cmd(
 @app.command("solve")
 def solve_cmd(
     problem: Annotated[
-        str | None, typer.Option("--problem", "-p", help="2/40, a level, 1/1-10,95, toy/relu or a path.")
+        str | None, typer.Option("--problem", "-p", help="2/40, a level, 1/1-10,95, 1/37,2/9-12, toy/relu or a path.")
     ] = None,
     turns: Annotated[int, typer.Option(help="K: turns (model calls) per trajectory.")] = 5,
     model: Annotated[

@@ -4,6 +4,7 @@ Grammar (whitespace ignored, except in paths):
     2/40         level 2, problem_id 40 (looked up by id, never by row position)
     2            all of level 2
     1/1-10,95    a list of ids and inclusive ranges
+    1/37,2/9-12  several levels: an item with a slash starts the next level's list
     toy          all of kb-agent's own toy problems (level 0); `toy/relu` or `toy/1` names one
     path.py      a file in KernelBench format (`class Model`, `get_inputs`, `get_init_inputs`)
     folder/      every such .py file in a folder, by file name
@@ -93,6 +94,17 @@ def _select_toy(rest: str, spec: str) -> list[Problem]:
     return list({p.key: p for p in out}.values())  # a problem named twice is one problem
 
 
+def _split_levels(spec: str) -> list[str]:
+    """'1/94-100,2/36,42' -> ['1/94-100', '2/36,42']: an item with a slash starts a new part."""
+    parts: list[str] = []
+    for item in spec.split(","):
+        if "/" in item or not parts:
+            parts.append(item)
+        else:
+            parts[-1] += "," + item
+    return parts
+
+
 def resolve(spec: str, dataset: str | os.PathLike | None = None) -> list[Problem]:
     """Turn a spec into problems, in the order the spec names them (levels sorted by problem_id).
 
@@ -117,6 +129,12 @@ def resolve(spec: str, dataset: str | os.PathLike | None = None) -> list[Problem
     s = raw.replace(" ", "")
     if not s:
         raise ProblemError("empty problem spec; try 2/40, 2, 1/1-10,95, toy or a path to a .py file")
+    if s.count("/") > 1:
+        found: dict[str, Problem] = {}
+        for part in _split_levels(s):
+            for p in resolve(part, dataset):
+                found.setdefault(p.key, p)  # a problem named twice is one problem
+        return list(found.values())
     head, _, rest = s.partition("/")
     if head == "toy":
         return _select_toy(rest, spec)

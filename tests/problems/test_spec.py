@@ -25,6 +25,14 @@ def test_lists_and_ranges_keep_spec_order(kb_dataset):
     assert [p.key for p in resolve(" 1/95, 2 ")] == ["1/95", "1/2"]
 
 
+def test_several_levels_in_one_spec(kb_dataset):
+    # an item with a slash starts the next level's list; ids after it belong to that level
+    got = [p.key for p in resolve("1/94-96,2/36,42,toy/relu,1/95")]
+    assert got == ["1/94", "1/95", "1/96", "2/36", "2/42", "toy/relu"]
+    with pytest.raises(ProblemError, match="bad problem spec '2/x'"):
+        resolve("1/1,2/x")
+
+
 @pytest.mark.parametrize(
     "spec, words",
     [
