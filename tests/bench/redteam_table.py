@@ -3,8 +3,9 @@
     python tests/bench/redteam_table.py [--device cpu|cuda] [--only SUBSTR[,SUBSTR]] [--modes parity,strict]
                                         [--jobs N] [--no-prewarm] [--skip-slow] [--json OUT.json]
 
---device cpu (the default without a GPU) runs the `device: cpu` candidates with Triton under the
-interpreter; --device cuda (the default with a GPU) runs all of them on the GPU. The table has one row per
+--device cpu (the default without a GPU) runs the `device: cpu` and `cpu-only` candidates with Triton
+under the interpreter; --device cuda (the default with a GPU) runs all the others on the GPU and the
+`cpu-only` ones (host-code kernels) on the CPU. The table has one row per
 candidate: its threat class, the verdict a trustworthy evaluator gives (`expected`), the parity
 (KernelBench rules, strict=False) status and speedup, the strict status, speedup and reason, and OK/HOLE
 for strict (HOLE: the candidate got past it; see tests/redteam/catalog.py for what is checked). At the end:
@@ -196,7 +197,7 @@ def main(argv=None) -> int:
     modes = [m.strip() for m in a.modes.split(",") if m.strip()]
     cands = catalog.all_candidates()
     if device == "cpu":
-        cands = [c for c in cands if c.device == "cpu"]
+        cands = [c for c in cands if c.device != "gpu"]
         os.environ["TRITON_INTERPRET"] = "1"
     else:
         os.environ.pop("TRITON_INTERPRET", None)
@@ -230,8 +231,8 @@ def main(argv=None) -> int:
     counter = [0]
 
     def task(c):
-        dev = device
-        if device == "cuda" and ngpu > 1:
+        dev = "cpu" if c.device == "cpu-only" else device
+        if dev == "cuda" and ngpu > 1:
             with _print_lock:
                 counter[0] += 1
                 dev = f"cuda:{counter[0] % ngpu}"

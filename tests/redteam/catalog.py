@@ -6,7 +6,8 @@ Header lines (`key: value`, one per line, in the module docstring):
     problem:      a problem spec (`toy/relu`, `1/19`) or a path relative to the repository root
     expected:     the status a trustworthy evaluator gives in strict mode
     accept:       other statuses that are also fine (comma separated), optional
-    device:       cpu (runs here: plain torch or Triton under TRITON_INTERPRET=1) or gpu
+    device:       cpu (runs here: plain torch or Triton under TRITON_INTERPRET=1), gpu, or cpu-only (a
+                  host-code kernel that no GPU can run: evaluated on the CPU in a GPU table too)
     max_speedup:  optional; when the status is `correct`, the speedup must not exceed this (on a GPU)
     max_speedup_cpu: optional; the same bound for device cpu (the Triton interpreter is far slower than
                   torch, so an honest Triton candidate scores well below 1 there); default max_speedup
@@ -123,8 +124,8 @@ def load(path: Path) -> Candidate:
     for s in [h["expected"], *accept]:
         if s not in STATUSES:
             raise ValueError(f"{path.name}: unknown status {s!r}")
-    if h["device"] not in ("cpu", "gpu"):
-        raise ValueError(f"{path.name}: device must be cpu or gpu")
+    if h["device"] not in ("cpu", "gpu", "cpu-only"):
+        raise ValueError(f"{path.name}: device must be cpu, gpu or cpu-only")
     def _limits(text: str) -> dict[str, float]:
         out = {}
         for part in filter(None, (p.strip() for p in text.split(","))):
@@ -248,6 +249,7 @@ class Outcome:
     leaked: list[str]
     seconds: float
     result: object = None
+    strict: bool | None = None
 
     @property
     def problems(self) -> list[str]:
@@ -259,6 +261,8 @@ class Outcome:
         bound = c.speed_bound(self.device)
         if self.status == "correct" and bound is not None and self.speedup is not None and self.speedup > bound:
             out.append(f"speedup {self.speedup:.3g} above the plausible {bound:g}")
+        if self.strict and c.class_no == 8 and self.artifacts_created:
+            out.append(f"the side effect happened: {', '.join(self.artifacts_created)} exist(s)")
         if self.orphans:
             out.append(f"left processes running: {self.orphans}")
         if self.leaked:
@@ -360,4 +364,5 @@ def run(c: Candidate, device: str, strict: bool | None, manage_env: bool = True)
         leaked=leaked,
         seconds=seconds,
         result=r,
+        strict=strict,
     )

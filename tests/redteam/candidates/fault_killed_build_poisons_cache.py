@@ -15,7 +15,7 @@ limits_first: build_s=4
 limits: build_s=75
 fresh_build: yes
 lingering: redteam_cpp_loop_relu
-device: cpu
+device: cpu-only
 slow: yes
 """
 import torch
