@@ -341,6 +341,10 @@ StrictOpt = Annotated[
     bool,
     typer.Option("--strict/--no-strict", help="Strict checks against reward hacks (rejected status) beside KernelBench's rules."),
 ]
+SandboxOpt = Annotated[
+    bool,
+    typer.Option("--sandbox/--no-sandbox", help="In strict mode, confine the evaluation with Landlock where Linux has it (no writes outside its folders, no TCP)."),
+]
 
 
 @app.command("eval")
@@ -359,6 +363,7 @@ def eval_cmd(
         bool, typer.Option("--json", help="Print the EvalResult as one JSON object.")
     ] = False,
     strict: StrictOpt = True,
+    sandbox: SandboxOpt = True,
     stage_limits: LimitsOpt = None,
     dataset: DatasetOpt = None,
 ) -> None:
@@ -375,7 +380,7 @@ def eval_cmd(
     from evaluator import EvalSettings, evaluate
 
     try:
-        settings = EvalSettings(backend=backend, device=device, precision=precision, strict=strict,
+        settings = EvalSettings(backend=backend, device=device, precision=precision, strict=strict, sandbox=sandbox,
                                 baseline_compile=baseline == "compile", limits=_limits(stage_limits))  # fmt: skip
     except ValueError as e:
         raise UsageError(str(e)) from None
@@ -423,6 +428,7 @@ def solve_cmd(
         str | None, typer.Option("--resume", help="Continue this run (id or name) where it stopped.")
     ] = None,
     strict: StrictOpt = True,
+    sandbox: SandboxOpt = True,
     stage_limits: LimitsOpt = None,
     db: DbOpt = None,
     dataset: DatasetOpt = None,
@@ -457,7 +463,8 @@ def solve_cmd(
             raise UsageError(f"--reasoning-effort {reasoning_effort!r}: choose minimal, low, medium or high")
         try:
             config = SolveConfig(turns=turns, context=context, samples=samples, backend=backend,
-                                 precision=precision, device=device, strict=strict, stage_limits=stage_limits,
+                                 precision=precision, device=device, strict=strict, sandbox=sandbox,
+                                 stage_limits=stage_limits,
                                  token_budget=token_budget,
                                  cost_budget_usd=cost_budget, run_name=run_name)  # fmt: skip
         except ValueError as e:
@@ -467,7 +474,8 @@ def solve_cmd(
         problems_todo = resolve(problem, dataset)
     try:
         settings = EvalSettings(backend=config.backend, device=config.device, precision=config.precision,
-                                strict=config.strict, limits=_limits(config.stage_limits))  # fmt: skip
+                                strict=config.strict, sandbox=config.sandbox,
+                                limits=_limits(config.stage_limits))  # fmt: skip
     except ValueError as e:
         raise UsageError(str(e)) from None
     require_cuda(settings.device, "run on a GPU machine, or pass --device cpu --backend triton")

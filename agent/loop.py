@@ -63,6 +63,8 @@ class SolveConfig:
     """Where candidates are evaluated: "cuda" or "cpu" (Triton under the interpreter, for dry runs)."""
     strict: bool = True
     """Evaluate in strict mode (reward hacks are `rejected`); False scores by KernelBench's rules alone."""
+    sandbox: bool = True
+    """In strict mode, confine each evaluation with Landlock where the kernel has it (`EvalSettings.sandbox`)."""
     stage_limits: str | None = None
     """Per-stage wall-clock limits of each evaluation, e.g. "build=600" (`StageLimits.parse`); None: defaults."""
     gpu_name: str | None = None

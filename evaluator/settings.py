@@ -77,6 +77,9 @@ class EvalSettings:
         strict: run the strict checks (`evaluator.strict`) beside KernelBench's rules; a failed check
             makes the status `rejected`. The parity verdict is kept in `EvalResult.strict`.
         strict_timed_trials: timed calls on fresh input values in strict mode.
+        sandbox: in strict mode, confine the evaluation child with Landlock where the kernel has it
+            (evaluator.sandbox): files written only in its work and build folders, no TCP, no signals
+            to other processes. Native code is held too, which the audit hook alone cannot do.
         inputs_on_device: draw `get_inputs()` on the device (same seeds and distributions, values from
             the device's generator; seconds faster per trial on large inputs); False draws them on the
             CPU and moves them, as KernelBench does, for its exact input values.
@@ -102,6 +105,7 @@ class EvalSettings:
     max_output_chars: int = 4000
     strict: bool = True
     strict_timed_trials: int = 20
+    sandbox: bool = True
     max_memory_gb: float = 32.0
     inputs_on_device: bool = True
 

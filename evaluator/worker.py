@@ -20,6 +20,7 @@ import itertools
 import json
 import os
 import random
+import re
 import signal
 import sys
 import time
@@ -118,6 +119,10 @@ def _describe_exception(e: BaseException, source_file: str, limit: int, label: s
     return "\n".join([head, *where])
 
 
+# how a call the sandbox refused shows in exception text: EACCES/EPERM from Python, or from C++ (torch)
+_DENIED = re.compile(r"permission denied|operation not permitted|errno 1[^0-9]|errno 13|strerror: perm", re.I)
+
+
 def _is_triton_compile_error(e: BaseException) -> bool:
     names = {c.__name__ for c in type(e).__mro__}
     return bool(names & {"CompilationError", "CompileTimeAssertionFailure", "InterpreterError"})
@@ -148,7 +153,7 @@ class Evaluation:
 
         self.strict = self.settings.strict
         self.checks = Checks()
-        self.strict_info: dict[str, Any] = {}
+        self.strict_info: dict[str, Any] = {"sandbox": job["sandbox"]} if job.get("sandbox") else {}
         self.guard = None
         self.monitor = None
         self.threads_before: set = set()
@@ -477,7 +482,11 @@ class Evaluation:
             return Verdict(Status.COMPILE_ERROR, f"a Triton kernel failed to compile while {doing}:\n"
                            + describe_exception(e, self.candidate_file))  # fmt: skip
         what = "out of memory" if _is_oom(e) else "an exception"
-        return Verdict(Status.RUNTIME_ERROR, f"{what} while {doing}:\n" + describe_exception(e, self.candidate_file))
+        text = describe_exception(e, self.candidate_file)
+        if "landlock_abi" in (self.strict_info.get("sandbox") or {}) and _DENIED.search(text):
+            text += ("\n  (strict mode's sandbox denies writing files outside the evaluation's own folders, TCP "
+                     "connections and signals to other processes)")  # fmt: skip
+        return Verdict(Status.RUNTIME_ERROR, f"{what} while {doing}:\n" + text)
 
     def check_correctness(self) -> None:
         from evaluator.compare import compare_outputs
@@ -698,6 +707,21 @@ def die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
+def confine(job: dict) -> dict | None:
+    """Strict mode's OS sandbox (evaluator.sandbox) for an evaluation child: what holds, or why nothing
+    does; None when it is not asked for (parity mode, problem checks, `sandbox=False`)."""
+    settings = job.get("settings") or {}
+    if job.get("mode") == "check_problem" or not settings.get("strict", True) or not settings.get("sandbox", True):
+        return None
+    from evaluator.sandbox import SandboxUnavailable, restrict
+
+    writable = [job["workdir"], job["build_root"], os.environ.get("TRITON_CACHE_DIR"), os.environ.get("TMPDIR")]
+    try:
+        return restrict([w for w in writable if w])
+    except SandboxUnavailable as e:
+        return {"unavailable": str(e)}
+
+
 def main(argv: list[str]) -> None:
     die_with_parent(int(argv[4]))
     faulthandler.enable()  # a segfault prints the Python stack to the captured stderr
@@ -705,6 +729,7 @@ def main(argv: list[str]) -> None:
     job_path = Path(argv[2])
     job = json.loads(job_path.read_text())
     job_path.unlink()  # nothing of the evaluator's for the candidate to read
+    job["sandbox"] = confine(job)  # before torch is imported, so every thread the child has is confined
     chan.send("stage", name="setup")
     try:
         if job.get("mode") == "check_problem":
@@ -716,7 +741,11 @@ def main(argv: list[str]) -> None:
         else:
             Evaluation(job, chan).run()
     except BaseException as e:  # noqa: BLE001 - the evaluator's own failure must still reach the parent
-        chan.send("done", status=str(Status.RUNTIME_ERROR), message="evaluation failed: " + describe_exception(e, ""))
+        message = "evaluation failed: " + describe_exception(e, "")
+        if "landlock_abi" in (job.get("sandbox") or {}) and re.search(r"cudaGetDeviceCount|Error 304|cuInit", message):
+            message += ("\n  (strict mode's sandbox was on; if CUDA cannot start under it on this machine, pass "
+                        "--no-sandbox or EvalSettings(sandbox=False), and please report it)")  # fmt: skip
+        chan.send("done", status=str(Status.RUNTIME_ERROR), message=message)
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
