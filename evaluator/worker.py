@@ -711,8 +711,10 @@ def confine(job: dict) -> dict | None:
     """Strict mode's OS sandbox (evaluator.sandbox) for an evaluation child: what holds, or why nothing
     does; None when it is not asked for (parity mode, problem checks, `sandbox=False`)."""
     settings = job.get("settings") or {}
-    if job.get("mode") == "check_problem" or not settings.get("strict", True) or not settings.get("sandbox", True):
+    if job.get("mode") == "check_problem" or not settings.get("strict", True):
         return None
+    if not settings.get("sandbox", True):
+        return {"unavailable": "turned off (sandbox=False / --no-sandbox)"}
     from evaluator.sandbox import SandboxUnavailable, restrict
 
     writable = [job["workdir"], job["build_root"], os.environ.get("TRITON_CACHE_DIR"), os.environ.get("TMPDIR")]

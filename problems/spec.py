@@ -129,9 +129,10 @@ def resolve(spec: str, dataset: str | os.PathLike | None = None) -> list[Problem
     s = raw.replace(" ", "")
     if not s:
         raise ProblemError("empty problem spec; try 2/40, 2, 1/1-10,95, toy or a path to a .py file")
-    if s.count("/") > 1:
+    parts = _split_levels(s)
+    if len(parts) > 1:
         found: dict[str, Problem] = {}
-        for part in _split_levels(s):
+        for part in parts:
             for p in resolve(part, dataset):
                 found.setdefault(p.key, p)  # a problem named twice is one problem
         return list(found.values())
@@ -151,6 +152,8 @@ def resolve(spec: str, dataset: str | os.PathLike | None = None) -> list[Problem
         raise ProblemError(f"level {level} does not exist; levels: {have} (and toy)")
     problems = load_level(level, dataset)
     if not rest:
+        if "/" in s:
+            raise ProblemError(f"bad problem spec {spec!r}: no ids after '{level}/'; name them (1/40) or drop the slash for the whole level")
         return problems
     by_id = {p.problem_id: p for p in problems}
     ids = _parse_ids(rest, spec)
