@@ -164,7 +164,7 @@ class SideEffectMonitor:
     removed once added; C++ code that makes system calls directly is not seen."""
 
     def __init__(self, allowed_roots: list[Path], candidate_dir: Path | None = None):
-        self.roots = [str(Path(r).resolve()) for r in allowed_roots] + ["/dev/null", "/dev/shm", "/dev/nvidia"]
+        self.roots = [str(Path(r).resolve()) for r in allowed_roots] + ["/dev/null", "/dev/nvidia"]
         self.candidate_dir = str(Path(candidate_dir).resolve()) + os.sep if candidate_dir else None
         self.events: list[str] = []
         self.active = False

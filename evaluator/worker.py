@@ -715,11 +715,15 @@ def confine(job: dict) -> dict | None:
         return None
     if not settings.get("sandbox", True):
         return {"unavailable": "turned off (sandbox=False / --no-sandbox)"}
-    from evaluator.sandbox import SandboxUnavailable, restrict
+    from evaluator.sandbox import SandboxUnavailable, choose_profile, landlock_abi, restrict
 
-    writable = [job["workdir"], job["build_root"], os.environ.get("TRITON_CACHE_DIR"), os.environ.get("TMPDIR")]
+    writable = [w for w in (job["workdir"], job["build_root"], os.environ.get("TRITON_CACHE_DIR"),
+                            os.environ.get("TMPDIR")) if w]  # fmt: skip
+    # on a GPU, the narrow profile only where a probe saw CUDA, Triton and the profiler work under it
+    gpu = str(settings.get("device", "cuda")).startswith("cuda") and landlock_abi() > 0
+    profile = choose_profile(writable, job["build_root"]) if gpu else "narrow"
     try:
-        return restrict([w for w in writable if w])
+        return restrict(writable, profile)
     except SandboxUnavailable as e:
         return {"unavailable": str(e)}
 

@@ -45,6 +45,15 @@ PROBE = textwrap.dedent(
     got["shell_outside_rc"] = r.returncode
     attempt("tcp_connect", lambda: socket.create_connection(("127.0.0.1", port), timeout=5).close())
     attempt("signal_parent", lambda: os.kill(os.getppid(), 0))
+    oom = f"/proc/{os.getppid()}/oom_score_adj"  # the value written back: harmless if it goes through
+    attempt("parent_oom_score", lambda: open(oom, "r+").write(open(oom).read()))
+    attempt("proc_sys", lambda: open("/proc/sys/vm/swappiness", "r+").write(open("/proc/sys/vm/swappiness").read()))
+    attempt("own_comm", lambda: open("/proc/self/comm", "w").write("probe"))
+    attempt("dev_shm", lambda: open("/dev/shm/kb_sandbox_probe", "w").close())
+    attempt("chmod_plain_inside", lambda: os.chmod(os.path.join(ok_dir, "a.txt"), 0o755))
+    attempt("chmod_setuid_outside", lambda: os.chmod(os.path.join(out_dir, "keep.txt"), 0o4777))
+    attempt("chown_outside", lambda: os.chown(os.path.join(out_dir, "keep.txt"), 1, 1))
+    attempt("udp_socket", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).close())
     print(json.dumps(got))
     """
 )
@@ -55,11 +64,18 @@ def test_restrict_holds_python_native_code_threads_subprocesses_tcp_and_signals(
     ok_dir.mkdir()
     out_dir.mkdir()
     (out_dir / "keep.txt").write_text("keep")
+    (out_dir / "keep.txt").chmod(0o644)
     listener = socket.create_server(("127.0.0.1", 0))
     accepted = []
     listener.settimeout(20)
-    t = threading.Thread(target=lambda: accepted.append(listener.accept()), daemon=True)
-    t.start()
+
+    def accept():
+        try:
+            accepted.append(listener.accept())
+        except OSError:  # the expected outcome: nobody connects
+            pass
+
+    threading.Thread(target=accept, daemon=True).start()
     try:
         port = listener.getsockname()[1]
         r = subprocess.run([sys.executable, "-c", PROBE, str(ROOT), str(ok_dir), str(out_dir), str(port)],
@@ -73,6 +89,14 @@ def test_restrict_holds_python_native_code_threads_subprocesses_tcp_and_signals(
         assert got[key] != "done", key
     assert got["shell_outside_rc"] != 0
     assert sorted(p.name for p in out_dir.iterdir()) == ["keep.txt"]  # nothing written, nothing removed
+    assert got["own_comm"] == got["chmod_plain_inside"] == "done"  # what builds and the CUDA driver do
+    for key in ("parent_oom_score", "proc_sys", "dev_shm"):
+        assert got[key] != "done", key
+    assert not Path("/dev/shm/kb_sandbox_probe").exists()
+    if got["info"]["metadata"] != "not restricted":  # the seccomp filter (x86_64)
+        for key in ("chmod_setuid_outside", "chown_outside", "udp_socket"):
+            assert got[key] != "done", key
+        assert (out_dir / "keep.txt").stat().st_mode & 0o7777 == 0o644
     if got["info"]["landlock_abi"] >= 4:
         assert got["tcp_connect"] != "done" and not accepted
     if got["info"]["landlock_abi"] >= 6:
@@ -117,3 +141,17 @@ def test_eval_no_sandbox_flag_reaches_the_child(tmp_path, monkeypatch):
     assert r.exit_code == 0 and json.loads(r.output)["status"] == "runtime_error" and not target.exists()
     r = CliRunner().invoke(app, [*args, "--no-sandbox"])
     assert r.exit_code == 0 and target.exists(), r.output
+
+
+def test_choose_profile_probes_once_and_falls_back_to_wide_where_cuda_fails(tmp_path):
+    import torch
+
+    from evaluator.sandbox import choose_profile
+
+    first = choose_profile([str(tmp_path)], tmp_path)
+    assert first == ("wide" if not torch.cuda.is_available() else first)
+    cache = tmp_path / "sandbox-profile.json"
+    known = json.loads(cache.read_text())
+    assert list(known.values()) == [first]
+    cache.write_text(json.dumps({k: "narrow" for k in known}))  # remembered: no second probe
+    assert choose_profile([str(tmp_path)], tmp_path) == "narrow"
