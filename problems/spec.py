@@ -22,19 +22,22 @@ from problems.sources import available_levels, load_level, toy_problems
 
 _IDS_RE = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
+_MAX_RANGE = 10_000  # KernelBench levels hold 50 to 100 problems
 
 
 def _parse_ids(text: str, spec: str) -> list[int]:
     if not _IDS_RE.match(text):
         raise ProblemError(f"bad problem spec {spec!r}: ids must look like 40, 1-10 or 1-10,95")
-    ids: list[int] = []
+    ids: dict[int, None] = {}  # ordered, each id once
     for part in text.split(","):
         lo, _, hi = part.partition("-")
         a, b = int(lo), int(hi or lo)
         if b < a:
             raise ProblemError(f"bad problem spec {spec!r}: range {part} runs backwards")
-        ids += [i for i in range(a, b + 1) if i not in ids]
-    return ids
+        if b - a > _MAX_RANGE:
+            raise ProblemError(f"bad problem spec {spec!r}: range {part} is longer than any level")
+        ids.update(dict.fromkeys(range(a, b + 1)))
+    return list(ids)
 
 
 def _ranges(ids: list[int]) -> str:
@@ -133,7 +136,11 @@ def resolve(spec: str, dataset: str | os.PathLike | None = None) -> list[Problem
     if len(parts) > 1:
         found: dict[str, Problem] = {}
         for part in parts:
-            for p in resolve(part, dataset):
+            try:
+                resolved = resolve(part, dataset)
+            except ProblemError as e:
+                raise ProblemError(f"{e} (in {spec.strip()!r})") from None
+            for p in resolved:
                 found.setdefault(p.key, p)  # a problem named twice is one problem
         return list(found.values())
     head, _, rest = s.partition("/")
@@ -160,7 +167,7 @@ def resolve(spec: str, dataset: str | os.PathLike | None = None) -> list[Problem
     missing = [i for i in ids if i not in by_id]
     if missing:
         raise ProblemError(
-            f"level {level} has no problem {', '.join(map(str, missing))}; "
+            f"level {level} has no problem {_ranges(missing)}; "
             f"its ids are {_ranges(sorted(by_id))}"
         )
     return [by_id[i] for i in dict.fromkeys(ids)]  # a problem named twice is one problem
