@@ -88,10 +88,20 @@ def _truncate(text: str, limit: int) -> str:
     return f"{text[:half]}\n… [{len(text) - limit} characters cut] …\n{text[-half:]}"
 
 
-def _read(path: Path, limit: int) -> str:
+def _read(f, limit: int) -> str:
+    """The child's stdout or stderr, through the parent's own descriptor `f`: never by name, because the
+    child owns the work directory and could put a symlink (to a file only the parent may read) or a
+    FIFO (which blocks the open) there. Reads at most the head and tail it keeps."""
     try:
-        return _truncate(path.read_text(errors="replace"), limit)
-    except OSError:
+        size = os.fstat(f.fileno()).st_size
+        f.seek(0)
+        if size <= 4 * limit + 64:
+            return _truncate(f.read().decode(errors="replace"), limit)
+        head = f.read(2 * limit).decode(errors="replace")
+        f.seek(size - 2 * limit)
+        tail = f.read().decode(errors="replace")
+        return f"{head[: limit // 2]}\n… [{size - limit} bytes cut] …\n{tail[-(limit // 2) :]}"
+    except (OSError, ValueError):
         return ""
 
 
@@ -260,18 +270,18 @@ def run_child(
     key_r, key_w = os.pipe()
     key = secrets.token_bytes(32)
     memory_stage = None
+    out_f, err_f = open(out_path, "w+b"), open(err_path, "w+b")  # read back through these, never by name
     try:
-        with open(out_path, "wb") as out_f, open(err_path, "wb") as err_f:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "evaluator.worker", str(w_fd), str(job_path), str(key_r), str(os.getpid())],
-                cwd=workdir,
-                env=child_env(settings, workdir, build_root),
-                stdin=subprocess.DEVNULL,
-                stdout=out_f,
-                stderr=err_f,
-                pass_fds=(w_fd, key_r),
-                start_new_session=True,  # its own session and process group: killpg reaches everything
-            )
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "evaluator.worker", str(w_fd), str(job_path), str(key_r), str(os.getpid())],
+            cwd=workdir,
+            env=child_env(settings, workdir, build_root),
+            stdin=subprocess.DEVNULL,
+            stdout=out_f,
+            stderr=err_f,
+            pass_fds=(w_fd, key_r),
+            start_new_session=True,  # its own session and process group: killpg reaches everything
+        )
         with _LIVE_LOCK:
             _LIVE.add(proc)
         os.close(w_fd)
@@ -286,6 +296,8 @@ def run_child(
             done, stage, timed_out, memory_stage, forged = None, e.args[0], False, e.args[0], 0
         except BaseException:  # Ctrl-C, SIGTERM turned into an exception, a bug: the child must not outlive us
             _kill_group(proc)
+            out_f.close()
+            err_f.close()
             raise
     finally:
         os.close(r_fd)
@@ -304,9 +316,9 @@ def run_child(
         done = {"event": "done", "status": str(Status.REJECTED),
                 "message": f"rejected: {forged} message(s) on the evaluator's private result channel were not "
                            "the evaluator's (a candidate must not write to the evaluator's file descriptors)"}  # fmt: skip
-    return ChildOutcome(done, stage, timed_out, memory_stage, proc.returncode,
-                        _read(out_path, settings.max_output_chars), _read(err_path, settings.max_output_chars),
-                        leftovers)  # fmt: skip
+    with out_f, err_f:
+        out, err = _read(out_f, settings.max_output_chars), _read(err_f, settings.max_output_chars)
+    return ChildOutcome(done, stage, timed_out, memory_stage, proc.returncode, out, err, leftovers)
 
 
 def group_members(pgid: int) -> list[int]:

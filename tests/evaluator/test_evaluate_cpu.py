@@ -112,6 +112,28 @@ def test_candidate_output_is_captured_not_parsed(tmp_path):
     assert '"event": "done"' in r.stdout
 
 
+@pytest.mark.parametrize("strict", [False, True])
+def test_the_parent_never_reads_the_childs_output_files_by_name(tmp_path, strict):
+    # found by a new-user pass: stderr.txt replaced with a symlink to a file only the parent could read
+    # (the parent's /proc/PID/environ) came back in EvalResult.stderr and the model's feedback; a FIFO
+    # in place of stdout.txt hung the parent after the child had died
+    secret = tmp_path / "secret.txt"
+    secret.write_text("KB-FAKE-SECRET-1234")
+    src = (
+        "import os\n"
+        "os.unlink('stderr.txt')\n"
+        f"os.symlink({str(secret)!r}, 'stderr.txt')\n"
+        "os.unlink('stdout.txt')\n"
+        "os.mkfifo('stdout.txt')\n"
+        "raise RuntimeError('after the swap')\n"
+    )
+    t0 = time.perf_counter()
+    r = evaluate(resolve_one("toy/relu"), src, EvalSettings(device="cpu", strict=strict))
+    assert time.perf_counter() - t0 < 60
+    assert "KB-FAKE-SECRET" not in r.stderr + r.stdout + r.message
+    assert "after the swap" in r.message or r.status != Status.CORRECT
+
+
 def test_secrets_are_scrubbed_from_the_child(monkeypatch):
     names = ["OPENAI_API_KEY", "HF_TOKEN", "GITHUB_PAT", "DATABASE_URL", "HTTPS_PROXY", "SIGNING_SALT",
              "AZURE_API_BASE", "KB_DB", "AWS_SECRET_ACCESS_KEY"]  # fmt: skip
