@@ -12,8 +12,10 @@ Profile "narrow" (the default):
   the evaluation); reading and executing stay allowed;
 * no TCP connect or bind (Landlock ABI 4+, Linux 6.7); no signals to processes outside the sandbox,
   such as the harness, and no abstract UNIX sockets (ABI 6+, Linux 6.12);
-* seccomp (x86_64): no chown, no extended-attribute changes, no setuid/setgid/sticky chmod, no IP or
-  packet sockets (UDP included), none of the i386 or x32 system calls.
+* no device nodes anywhere;
+* (x86_64) no capabilities, and a seccomp filter: no chown, extended-attribute changes, io_uring,
+  setuid/setgid/sticky modes (chmod, mkdir, mknod, creating opens), sockets other than AF_UNIX (UDP,
+  raw and netlink included), typing into terminals (TIOCSTI), nor any i386 or x32 system call.
 
 Profile "wide": Landlock as above but with all of /dev and /proc writable, and no seccomp filter. It is
 the configuration measured to let CUDA start on the H200 machine (2026-11-30); `choose_profile` uses it
@@ -21,8 +23,9 @@ only where a probe finds that CUDA does not start under "narrow".
 
 A denied call fails with EACCES or EPERM. Landlock's constants and struct layouts are those of
 include/uapi/linux/landlock.h (https://docs.kernel.org/userspace-api/landlock.html); seccomp's of
-include/uapi/linux/seccomp.h and linux/filter.h. Still open: chmod without special bits and timestamps
-on files the user owns, and connecting to UNIX sockets by path.
+include/uapi/linux/seccomp.h and linux/filter.h. Still open: reading files the user can read (the
+harness's own /proc/PID/environ among them), connecting to UNIX sockets by path, and writing into the
+shared build cache, which later evaluations load from.
 """
 
 from __future__ import annotations
@@ -54,6 +57,8 @@ _FS_WRITE_BY_ABI = {
     2: 1 << 13,  # REFER (links and renames across folders)
     3: 1 << 14,  # TRUNCATE
 }
+_READ = (1 << 2) | (1 << 3)  # LANDLOCK_ACCESS_FS_READ_FILE | READ_DIR
+_MAKE_DEVICE = (1 << 6) | (1 << 11)  # MAKE_CHAR | MAKE_BLOCK: handled, and allowed nowhere
 _NET_TCP = (1 << 0) | (1 << 1)  # LANDLOCK_ACCESS_NET_BIND_TCP | CONNECT_TCP, ABI 4
 _SCOPES = (1 << 0) | (1 << 1)  # LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | SIGNAL, ABI 6
 
@@ -113,6 +118,19 @@ def _writable_devices() -> list[str]:
     return [p for p in found if os.path.exists(p)]
 
 
+def _readable_roots() -> list[str]:
+    """Where the narrow profile lets the child read: everything under /, except the /proc entries of
+    other processes (their environ holds the harness's API keys). So: each top-level entry but /proc,
+    and each /proc entry that is not a process (cpuinfo, meminfo, sys, driver, ...); the child's own
+    /proc/PID is added with the writable folders."""
+    out = [f"/{e}" for e in sorted(os.listdir("/")) if e != "proc"]
+    try:
+        out += [f"/proc/{e}" for e in sorted(os.listdir("/proc")) if not e.isdigit() and e not in ("self", "thread-self")]
+    except OSError:
+        pass
+    return out
+
+
 def restrict(writable: list[str | os.PathLike], profile: str = "narrow") -> dict:
     """Confine this thread, and all it starts from now on, as the module docstring says.
 
@@ -138,24 +156,37 @@ def restrict(writable: list[str | os.PathLike], profile: str = "narrow") -> dict
     for since, bits in _FS_WRITE_BY_ABI.items():
         if abi >= since:
             fs |= bits
-    file_rights = fs & ((1 << 1) | (1 << 14))  # WRITE_FILE | TRUNCATE: what a rule on a file may allow
-    attr = _RulesetAttr(handled_access_fs=fs, handled_access_net=_NET_TCP if abi >= 4 else 0,
+    narrow = profile == "narrow"
+    read = _READ if narrow else 0  # narrow: reads are handled too, to keep other processes' /proc out
+    file_rights = fs & ((1 << 1) | (1 << 14)) | (read & (1 << 2))  # WRITE_FILE | TRUNCATE (| READ_FILE)
+    attr = _RulesetAttr(handled_access_fs=fs | read, handled_access_net=_NET_TCP if abi >= 4 else 0,
                         scoped=_SCOPES if abi >= 6 else 0)  # fmt: skip
     size = ctypes.sizeof(_RulesetAttr) if abi >= 6 else (16 if abi >= 4 else 8)  # the fields this ABI knows
     libc = _libc()
-    narrow = profile == "narrow"
     extra = [os.path.realpath("/proc/self")] if narrow else list(_WIDE)  # /proc/self -> /proc/PID
     folders = list(dict.fromkeys(str(Path(p).resolve()) for p in [*writable, *extra] if Path(p).is_dir()))
     devices = _writable_devices() if narrow else []
+    readable = _readable_roots() if narrow else []
     try:
         ruleset = _call(libc, _NR_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
     except OSError as e:
         raise SandboxUnavailable(f"landlock_create_ruleset failed: {e.strerror}") from None
     try:
+        for path in readable:
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:  # a dangling link at the top of the tree
+                continue
+            try:
+                rule = _PathBeneathAttr(allowed_access=_READ if os.path.isdir(path) else _READ & (1 << 2), parent_fd=fd)
+                _call(libc, _NR_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH),
+                      ctypes.byref(rule), ctypes.c_uint32(0))  # fmt: skip
+            finally:
+                os.close(fd)
         for path in [*folders, *devices]:
             fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
             try:
-                rights = fs if os.path.isdir(path) else file_rights
+                rights = ((fs & ~_MAKE_DEVICE) | read) if os.path.isdir(path) else file_rights
                 rule = _PathBeneathAttr(allowed_access=rights, parent_fd=fd)
                 _call(libc, _NR_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH),
                       ctypes.byref(rule), ctypes.c_uint32(0))  # fmt: skip
@@ -174,25 +205,40 @@ def restrict(writable: list[str | os.PathLike], profile: str = "narrow") -> dict
         "profile": profile,
         "landlock_abi": abi,
         "writable": folders + devices,
-        "network": "no IP sockets" if seccomp else tcp,
+        "network": "UNIX sockets only" if seccomp else tcp,
         "signals": "own sandbox only" if abi >= 6 else "allowed (kernel too old)",
-        "metadata": "chown, xattr changes and setuid/setgid/sticky chmod denied" if seccomp else "not restricted",
+        "metadata": "no capabilities; chown, xattr changes, setuid/setgid/sticky modes, io_uring denied"
+        if seccomp else "not restricted",
     }
 
 
-# -- seccomp: what Landlock has no right for -------------------------------------------------------
-# Landlock does not govern chmod, chown or extended attributes, so a root child could mark any file
-# setuid or give it capabilities (security.capability); nor UDP. A seccomp filter (x86_64 numbers, from
-# arch/x86/entry/syscalls/syscall_64.tbl) answers EPERM to: the chown family, setting or removing
-# extended attributes, chmod with a setuid/setgid/sticky bit (builds still chmod +x their outputs), and
-# creating IPv4/IPv6/packet sockets (nothing in an evaluation needs one; UNIX sockets stay).
+# -- seccomp and capabilities: what Landlock has no right for ---------------------------------------
+# Landlock does not govern metadata, sockets other than TCP, ioctls or io_uring, and the child may run as
+# root. The narrow profile therefore drops every capability and installs a seccomp filter (x86_64
+# numbers from arch/x86/entry/syscalls/syscall_64.tbl) that answers EPERM to:
+#   the chown family and extended-attribute changes (security.capability would grant capabilities);
+#   io_uring (it runs socket, xattr and open operations without those system calls), acct, sethostname;
+#   a setuid/setgid/sticky bit in chmod, mkdir, mknod, creat, or open/openat with O_CREAT or O_TMPFILE
+#   (builds still chmod +x their outputs); openat2 gets ENOSYS, so callers fall back to openat;
+#   sockets other than AF_UNIX (IPv4/6 including UDP, raw, packet, netlink);
+#   the TIOCSTI and TIOCLINUX ioctls (typing into another terminal).
 _AUDIT_ARCH_X86_64 = 0xC000003E
-_DENY_ALWAYS = (92, 93, 94, 260, 188, 189, 190, 197, 198, 199, 463, 466)  # chown..fchownat, *setxattr*, *removexattr*
-_CHMOD_MODE_ARG = {90: 1, 91: 1, 268: 2, 452: 2}  # chmod, fchmod, fchmodat, fchmodat2: which argument is the mode
-_SOCKET, _IP_FAMILIES = 41, (2, 10, 17)  # socket(); AF_INET, AF_INET6, AF_PACKET
+_DENY_ALWAYS = (
+    92, 93, 94, 260,  # chown, fchown, lchown, fchownat
+    188, 189, 190, 197, 198, 199, 463, 466,  # setxattr, lsetxattr, fsetxattr, *removexattr, setxattrat, removexattrat
+    425, 426, 427,  # io_uring_setup, io_uring_enter, io_uring_register
+    163, 170, 171,  # acct, sethostname, setdomainname
+)  # fmt: skip
+_MODE_ARG = {90: 1, 91: 1, 268: 2, 452: 2, 83: 1, 258: 2, 133: 1, 259: 2, 85: 1}
+# chmod, fchmod, fchmodat, fchmodat2, mkdir, mkdirat, mknod, mknodat, creat: which argument is the mode
+_OPEN_ARGS = {2: (1, 2), 257: (2, 3)}  # open, openat: (flags argument, mode argument)
+_CREATING = 0o100 | 0o20000000  # O_CREAT | __O_TMPFILE: the mode argument is used
+_ENOSYS_CALLS = (437,)  # openat2: its mode sits in a struct the filter cannot read
+_SOCKET_CALLS, _AF_UNIX = (41, 53), 1  # socket, socketpair
+_IOCTL, _TTY_INJECT = 16, (0x5412, 0x541C)  # ioctl; TIOCSTI, TIOCLINUX
 _SPECIAL_BITS = 0o7000
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
-_RET_ALLOW, _RET_EPERM = 0x7FFF0000, 0x00050000 | 1
+_RET_ALLOW, _RET_EPERM, _RET_ENOSYS = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
 
 
 class _SockFilter(ctypes.Structure):
@@ -204,10 +250,16 @@ class _SockFprog(ctypes.Structure):
 
 
 def _seccomp_program() -> list[tuple[int, int, int, int]]:
-    """The BPF program as (code, jt, jf, k) instructions. A jump goes to its index + 1 + offset; every
-    denial jumps to the final `deny`, and a syscall no check matches reaches the `allow` before it."""
+    """The BPF program as (code, jt, jf, k) instructions. A jump goes to its index + 1 + offset. Each
+    block either jumps to the final `deny`, returns, or falls through to the next block with the syscall
+    number still in the accumulator; a syscall no block matches reaches the `allow` before `deny`."""
     LD, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|{JEQ,JGE,JSET}|K, BPF_RET|K
     DENY = "deny"  # resolved to an offset once the program's length is known
+    allow = [RET, 0, 0, _RET_ALLOW]
+
+    def arg(i: int) -> list:
+        return [LD, 0, 0, 16 + 8 * i]  # low 32 bits of seccomp_data.args[i] (little-endian)
+
     prog: list[list] = [
         [LD, 0, 0, 4],  # seccomp_data.arch
         [JEQ, 1, 0, _AUDIT_ARCH_X86_64],
@@ -215,22 +267,48 @@ def _seccomp_program() -> list[tuple[int, int, int, int]]:
         [LD, 0, 0, 0],  # seccomp_data.nr
         [JGE, DENY, 0, 0x40000000],  # the x32 ABI (nr | 0x40000000): the same calls under other numbers
     ]
-    for nr in _DENY_ALWAYS:
-        prog.append([JEQ, DENY, 0, nr])
-    for nr, arg in _CHMOD_MODE_ARG.items():  # each branch returns, so the accumulator is nr after it
-        prog += [[JEQ, 0, 3, nr], [LD, 0, 0, 16 + 8 * arg], [JSET, DENY, 0, _SPECIAL_BITS], [RET, 0, 0, _RET_ALLOW]]
-    # last: after it the accumulator holds the socket's domain, and only `allow` follows
-    prog += [[JEQ, 0, 1 + len(_IP_FAMILIES), _SOCKET], [LD, 0, 0, 16]]
-    prog += [[JEQ, DENY, 0, fam] for fam in _IP_FAMILIES]
-    prog += [[RET, 0, 0, _RET_ALLOW], [RET, 0, 0, _RET_EPERM]]
+    prog += [[JEQ, DENY, 0, nr] for nr in _DENY_ALWAYS]
+    for nr in _ENOSYS_CALLS:
+        prog += [[JEQ, 0, 1, nr], [RET, 0, 0, _RET_ENOSYS]]
+    for nr, i in _MODE_ARG.items():
+        prog += [[JEQ, 0, 3, nr], arg(i), [JSET, DENY, 0, _SPECIAL_BITS], allow]
+    for nr, (flags, mode) in _OPEN_ARGS.items():
+        prog += [[JEQ, 0, 5, nr], arg(flags), [JSET, 0, 2, _CREATING], arg(mode), [JSET, DENY, 0, _SPECIAL_BITS], allow]
+    for nr in _SOCKET_CALLS:
+        prog += [[JEQ, 0, 4, nr], arg(0), [JEQ, 1, 0, _AF_UNIX], [RET, 0, 0, _RET_EPERM], allow]
+    prog += [[JEQ, 0, 1 + len(_TTY_INJECT), _IOCTL], arg(1)] + [[JEQ, DENY, 0, cmd] for cmd in _TTY_INJECT]
+    prog += [allow, [RET, 0, 0, _RET_EPERM]]
     deny_at = len(prog) - 1
-    return [(c, deny_at - i - 1 if jt == DENY else jt, jf, k) for i, (c, jt, jf, k) in enumerate(prog)]
+    out = [(c, deny_at - i - 1 if jt == DENY else jt, jf, k) for i, (c, jt, jf, k) in enumerate(prog)]
+    assert all(0 <= jt < 256 and 0 <= jf < 256 for _, jt, jf, _ in out)
+    return out
+
+
+def _drop_capabilities(libc) -> None:
+    """Give up every capability (a child running as root keeps only what its uid owns): the bounding set
+    first (needs CAP_SETPCAP, so only where it is held), then the ambient, effective, permitted and
+    inheritable sets. With no_new_privs set, nothing it executes gets them back."""
+    for cap in range(64):
+        libc.prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP; EINVAL past the last capability, EPERM without SETPCAP
+    libc.prctl(47, 4, 0, 0, 0)  # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+    header, data = Header(0x20080522, 0), (Data * 2)()  # _LINUX_CAPABILITY_VERSION_3: two 32-bit words
+    if libc.syscall(ctypes.c_long(126), ctypes.byref(header), data) != 0:  # capset
+        raise SandboxUnavailable(f"capset failed: {os.strerror(ctypes.get_errno())}")
 
 
 def _deny_metadata_and_inet(libc) -> bool:
-    """Install the seccomp filter above; False where the architecture has no numbers here."""
+    """Drop capabilities and install the seccomp filter above; False where the architecture has no
+    numbers here (Landlock alone then)."""
     if platform.machine() != "x86_64":
         return False
+    _drop_capabilities(libc)
     prog = _seccomp_program()
     arr = (_SockFilter * len(prog))(*[_SockFilter(*ins) for ins in prog])
     fprog = _SockFprog(len(prog), arr)
@@ -241,9 +319,23 @@ def _deny_metadata_and_inet(libc) -> bool:
 
 # -- choosing the profile on a GPU machine -----------------------------------------------------------
 def _probe_main(profile: str, writable: list[str]) -> None:
-    """`python -m evaluator.sandbox probe PROFILE DIR...`: under the profile, start CUDA, run a torch
-    kernel, a Triton kernel and the profiler (what an evaluation does); prints "ok" when all work."""
+    """`python -m evaluator.sandbox probe PROFILE DIR...`: under the profile, compile with g++ and nvcc,
+    start CUDA, run a torch kernel, a Triton kernel and the profiler (what an evaluation does); prints
+    "ok" when all work."""
+    import shutil
+    import subprocess
+    import tempfile
+
     restrict(writable, profile)
+    with tempfile.TemporaryDirectory(dir=writable[0]) as d:
+        os.environ.setdefault("TMPDIR", writable[0])  # as in an evaluation child: temporary files go there
+        subprocess.run(["g++", "-x", "c++", "-c", "-o", f"{d}/a.o", "-"], input="int f() { return 1; }\n",
+                       text=True, check=True, capture_output=True)  # fmt: skip
+        home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda"
+        nvcc = shutil.which("nvcc") or (f"{home}/bin/nvcc" if os.path.exists(f"{home}/bin/nvcc") else None)
+        if nvcc:
+            Path(d, "k.cu").write_text("__global__ void k(float *x) { x[threadIdx.x] = 1.0f; }\n")
+            subprocess.run([nvcc, "-c", "-o", f"{d}/k.o", f"{d}/k.cu"], check=True, capture_output=True)
     import torch
     import triton
     import triton.language as tl
@@ -265,7 +357,8 @@ def _probe_main(profile: str, writable: list[str]) -> None:
 def choose_profile(writable: list[str], cache_dir: str | os.PathLike, timeout_s: float = 120.0) -> str:
     """The profile an evaluation on the GPU uses: "narrow" if CUDA, Triton and the profiler work under it
     here, else "wide". Probed once per kernel, NVIDIA driver and torch version (a child process, about
-    10 s) and remembered in `cache_dir`/sandbox-profile.json. Call it before `restrict`."""
+    10 s) and remembered in `cache_dir`/kb-agent-sandbox-profile.json: a folder the sandboxed child cannot
+    write (else a candidate could downgrade later evaluations). Call it before `restrict`."""
     import json
     import subprocess
     from importlib.metadata import PackageNotFoundError, version
@@ -279,7 +372,7 @@ def choose_profile(writable: list[str], cache_dir: str | os.PathLike, timeout_s:
     except OSError:
         driver = "?"
     key = f"{platform.release()}|{landlock_abi()}|{driver}|{torch_version}|{_PROBE_VERSION}"
-    cache = Path(cache_dir) / "sandbox-profile.json"
+    cache = Path(cache_dir) / "kb-agent-sandbox-profile.json"
     try:
         known = json.loads(cache.read_text())
     except (OSError, ValueError):
@@ -302,7 +395,7 @@ def choose_profile(writable: list[str], cache_dir: str | os.PathLike, timeout_s:
     return known[key]
 
 
-_PROBE_VERSION = 1  # bump when the narrow profile changes, so machines probe it again
+_PROBE_VERSION = 3  # bump when the narrow profile changes, so machines probe it again
 
 if __name__ == "__main__" and len(sys.argv) > 2 and sys.argv[1] == "probe":
     _probe_main(sys.argv[2], sys.argv[3:])

@@ -49,11 +49,23 @@ PROBE = textwrap.dedent(
     attempt("parent_oom_score", lambda: open(oom, "r+").write(open(oom).read()))
     attempt("proc_sys", lambda: open("/proc/sys/vm/swappiness", "r+").write(open("/proc/sys/vm/swappiness").read()))
     attempt("own_comm", lambda: open("/proc/self/comm", "w").write("probe"))
+    attempt("parent_environ", lambda: open(f"/proc/{os.getppid()}/environ", "rb").read())  # the harness's API keys
+    attempt("own_environ", lambda: open("/proc/self/environ", "rb").read())
+    attempt("cpuinfo", lambda: open("/proc/cpuinfo").read())
     attempt("dev_shm", lambda: open("/dev/shm/kb_sandbox_probe", "w").close())
     attempt("chmod_plain_inside", lambda: os.chmod(os.path.join(ok_dir, "a.txt"), 0o755))
     attempt("chmod_setuid_outside", lambda: os.chmod(os.path.join(out_dir, "keep.txt"), 0o4777))
     attempt("chown_outside", lambda: os.chown(os.path.join(out_dir, "keep.txt"), 1, 1))
     attempt("udp_socket", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).close())
+    attempt("netlink_socket", lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW).close())
+    attempt("unix_socket", lambda: socket.socket(socket.AF_UNIX).close())
+    attempt("setuid_by_create", lambda: os.close(os.open(os.path.join(ok_dir, "s"), os.O_CREAT | os.O_WRONLY, 0o4755)))
+    attempt("device_node", lambda: os.mknod(os.path.join(ok_dir, "kmsg"), 0o600 | 0o020000, os.makedev(1, 11)))
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    params = ctypes.create_string_buffer(120)
+    got["io_uring_setup"] = libc.syscall(425, 8, params)  # -1 when denied, a descriptor otherwise
+    got["cap_eff"] = [l.split()[1] for l in open("/proc/self/status") if l.startswith("CapEff")][0]
     print(json.dumps(got))
     """
 )
@@ -90,13 +102,18 @@ def test_restrict_holds_python_native_code_threads_subprocesses_tcp_and_signals(
     assert got["shell_outside_rc"] != 0
     assert sorted(p.name for p in out_dir.iterdir()) == ["keep.txt"]  # nothing written, nothing removed
     assert got["own_comm"] == got["chmod_plain_inside"] == "done"  # what builds and the CUDA driver do
-    for key in ("parent_oom_score", "proc_sys", "dev_shm"):
+    assert got["own_environ"] == got["cpuinfo"] == "done"
+    for key in ("parent_oom_score", "proc_sys", "dev_shm", "parent_environ"):
         assert got[key] != "done", key
     assert not Path("/dev/shm/kb_sandbox_probe").exists()
     if got["info"]["metadata"] != "not restricted":  # the seccomp filter (x86_64)
-        for key in ("chmod_setuid_outside", "chown_outside", "udp_socket"):
+        for key in ("chmod_setuid_outside", "chown_outside", "udp_socket", "netlink_socket", "setuid_by_create"):
             assert got[key] != "done", key
+        assert got["unix_socket"] == "done"
+        assert got["io_uring_setup"] == -1 and int(got["cap_eff"], 16) == 0
+        assert not (ok_dir / "s").exists()
         assert (out_dir / "keep.txt").stat().st_mode & 0o7777 == 0o644
+    assert got["device_node"] != "done" and not (ok_dir / "kmsg").exists()
     if got["info"]["landlock_abi"] >= 4:
         assert got["tcp_connect"] != "done" and not accepted
     if got["info"]["landlock_abi"] >= 6:
@@ -150,7 +167,7 @@ def test_choose_profile_probes_once_and_falls_back_to_wide_where_cuda_fails(tmp_
 
     first = choose_profile([str(tmp_path)], tmp_path)
     assert first == ("wide" if not torch.cuda.is_available() else first)
-    cache = tmp_path / "sandbox-profile.json"
+    cache = tmp_path / "kb-agent-sandbox-profile.json"
     known = json.loads(cache.read_text())
     assert list(known.values()) == [first]
     cache.write_text(json.dumps({k: "narrow" for k in known}))  # remembered: no second probe
