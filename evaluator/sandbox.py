@@ -9,7 +9,8 @@ Profile "narrow" (the default):
 * files are created, written, truncated, renamed or removed only beneath the given folders (the
   evaluation's work directory, holding the candidate's HOME and TMPDIR, and the build cache), the
   child's own /proc/PID, and the device files of `_writable_devices` (no /dev/shm: files there outlive
-  the evaluation); reading and executing stay allowed;
+  the evaluation); everything may be read and executed except other processes' /proc entries (the
+  harness's environ holds API keys);
 * no TCP connect or bind (Landlock ABI 4+, Linux 6.7); no signals to processes outside the sandbox,
   such as the harness, and no abstract UNIX sockets (ABI 6+, Linux 6.12);
 * no device nodes anywhere;
@@ -17,15 +18,16 @@ Profile "narrow" (the default):
   setuid/setgid/sticky modes (chmod, mkdir, mknod, creating opens), sockets other than AF_UNIX (UDP,
   raw and netlink included), typing into terminals (TIOCSTI), nor any i386 or x32 system call.
 
-Profile "wide": Landlock as above but with all of /dev and /proc writable, and no seccomp filter. It is
+Profile "wide": Landlock as above but with all of /dev and /proc writable, all reads allowed, and no
+capability drop or seccomp filter. It is
 the configuration measured to let CUDA start on the H200 machine (2026-11-30); `choose_profile` uses it
 only where a probe finds that CUDA does not start under "narrow".
 
 A denied call fails with EACCES or EPERM. Landlock's constants and struct layouts are those of
 include/uapi/linux/landlock.h (https://docs.kernel.org/userspace-api/landlock.html); seccomp's of
-include/uapi/linux/seccomp.h and linux/filter.h. Still open: reading files the user can read (the
-harness's own /proc/PID/environ among them), connecting to UNIX sockets by path, and writing into the
-shared build cache, which later evaluations load from.
+include/uapi/linux/seccomp.h and linux/filter.h. Still open: connecting to UNIX sockets by path, reading
+what the user may read outside /proc, and writing into the shared build cache, which later evaluations
+load from.
 """
 
 from __future__ import annotations
