@@ -35,6 +35,7 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
+import shutil
 import sys
 from pathlib import Path
 
@@ -60,6 +61,7 @@ _FS_WRITE_BY_ABI = {
     3: 1 << 14,  # TRUNCATE
 }
 _READ = (1 << 2) | (1 << 3)  # LANDLOCK_ACCESS_FS_READ_FILE | READ_DIR
+_IOCTL_DEV = 1 << 15  # LANDLOCK_ACCESS_FS_IOCTL_DEV, ABI 5: a terminal's settings are ioctls
 _MAKE_DEVICE = (1 << 6) | (1 << 11)  # MAKE_CHAR | MAKE_BLOCK: handled, and allowed nowhere
 _NET_TCP = (1 << 0) | (1 << 1)  # LANDLOCK_ACCESS_NET_BIND_TCP | CONNECT_TCP, ABI 4
 _SCOPES = (1 << 0) | (1 << 1)  # LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | SIGNAL, ABI 6
@@ -120,17 +122,39 @@ def _writable_devices() -> list[str]:
     return [p for p in found if os.path.exists(p)]
 
 
-def _readable_roots() -> list[str]:
-    """Where the narrow profile lets the child read: everything under /, except the /proc entries of
-    other processes (their environ holds the harness's API keys). So: each top-level entry but /proc,
-    and each /proc entry that is not a process (cpuinfo, meminfo, sys, driver, ...); the child's own
-    /proc/PID is added with the writable folders."""
-    out = [f"/{e}" for e in sorted(os.listdir("/")) if e != "proc"]
+_SYSTEM = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/opt", "/sys")
+_ETC_SECRETS = {"shadow", "shadow-", "gshadow", "gshadow-", "sudoers", "sudoers.d", "ssh", "ssl", "security"}
+_DEV_READ = {"null", "zero", "full", "random", "urandom"}  # /dev/fd and /dev/std* lead to the child's own /proc/PID
+_PROC_HIDDEN = {"self", "thread-self", "keys", "key-users", "kcore", "kmsg"}
+
+
+def _listdir(path: str) -> list[str]:
     try:
-        out += [f"/proc/{e}" for e in sorted(os.listdir("/proc")) if not e.isdigit() and e not in ("self", "thread-self")]
+        return sorted(os.listdir(path))
     except OSError:
-        pass
-    return out
+        return []
+
+
+def _readable_roots() -> list[str]:
+    """Where the narrow profile lets the child read (beside its writable folders): the system's
+    programs and libraries, /etc but its secrets, the null-like and NVIDIA device files (no terminals),
+    /proc but other processes' entries (their environ holds the harness's API keys), this Python's
+    prefixes and import path (the project, site-packages), and the CUDA toolkit. Not: home folders,
+    /tmp (other evaluations' candidates), /root, /var, /run (sockets)."""
+    out = list(_SYSTEM)
+    out += [f"/etc/{e}" for e in _listdir("/etc") if e not in _ETC_SECRETS]
+    out += [f"/dev/{e}" for e in _listdir("/dev") if e in _DEV_READ or e.startswith("nvidia")]
+    out += [f"/proc/{e}" for e in _listdir("/proc") if not e.isdigit() and e not in _PROC_HIDDEN]
+    out += [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
+    out += [p for p in sys.path if p] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            out.append(os.environ[var])
+    for tool in ("nvcc", "ninja", "g++", "gcc"):  # where the builds' tools live, with their toolkits
+        found = shutil.which(tool)
+        if found:
+            out.append(str(Path(os.path.realpath(found)).parent.parent))
+    return [p for p in dict.fromkeys(out) if os.path.exists(p) and p != "/"]
 
 
 def restrict(writable: list[str | os.PathLike], profile: str = "narrow") -> dict:
@@ -160,8 +184,9 @@ def restrict(writable: list[str | os.PathLike], profile: str = "narrow") -> dict
             fs |= bits
     narrow = profile == "narrow"
     read = _READ if narrow else 0  # narrow: reads are handled too, to keep other processes' /proc out
-    file_rights = fs & ((1 << 1) | (1 << 14)) | (read & (1 << 2))  # WRITE_FILE | TRUNCATE (| READ_FILE)
-    attr = _RulesetAttr(handled_access_fs=fs | read, handled_access_net=_NET_TCP if abi >= 4 else 0,
+    ioctl = _IOCTL_DEV if narrow and abi >= 5 else 0  # narrow: ioctls on the granted device files only
+    file_rights = fs & ((1 << 1) | (1 << 14)) | (read & (1 << 2)) | ioctl  # WRITE_FILE | TRUNCATE | ...
+    attr = _RulesetAttr(handled_access_fs=fs | read | ioctl, handled_access_net=_NET_TCP if abi >= 4 else 0,
                         scoped=_SCOPES if abi >= 6 else 0)  # fmt: skip
     size = ctypes.sizeof(_RulesetAttr) if abi >= 6 else (16 if abi >= 4 else 8)  # the fields this ABI knows
     libc = _libc()
@@ -183,12 +208,15 @@ def restrict(writable: list[str | os.PathLike], profile: str = "narrow") -> dict
                 rule = _PathBeneathAttr(allowed_access=_READ if os.path.isdir(path) else _READ & (1 << 2), parent_fd=fd)
                 _call(libc, _NR_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH),
                       ctypes.byref(rule), ctypes.c_uint32(0))  # fmt: skip
+            except OSError:  # not a file-system object (a link to a pipe): it stays unreadable
+                pass
             finally:
                 os.close(fd)
         for path in [*folders, *devices]:
             fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
             try:
-                rights = ((fs & ~_MAKE_DEVICE) | read) if os.path.isdir(path) else file_rights
+                in_dev = ioctl if path.startswith("/dev/") else 0  # /dev/nvidia-caps/ holds device files
+                rights = ((fs & ~_MAKE_DEVICE) | read | in_dev) if os.path.isdir(path) else file_rights
                 rule = _PathBeneathAttr(allowed_access=rights, parent_fd=fd)
                 _call(libc, _NR_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH),
                       ctypes.byref(rule), ctypes.c_uint32(0))  # fmt: skip
@@ -207,9 +235,10 @@ def restrict(writable: list[str | os.PathLike], profile: str = "narrow") -> dict
         "profile": profile,
         "landlock_abi": abi,
         "writable": folders + devices,
-        "network": "UNIX sockets only" if seccomp else tcp,
+        "network": "no sockets" if seccomp else tcp,
         "signals": "own sandbox only" if abi >= 6 else "allowed (kernel too old)",
-        "metadata": "no capabilities; chown, xattr changes, setuid/setgid/sticky modes, io_uring denied"
+        "metadata": "no capabilities; chmod, chown, xattr changes, setuid/setgid modes, io_uring, System V "
+        "IPC and keyrings denied"
         if seccomp else "not restricted",
     }
 
@@ -218,25 +247,30 @@ def restrict(writable: list[str | os.PathLike], profile: str = "narrow") -> dict
 # Landlock does not govern metadata, sockets other than TCP, ioctls or io_uring, and the child may run as
 # root. The narrow profile therefore drops every capability and installs a seccomp filter (x86_64
 # numbers from arch/x86/entry/syscalls/syscall_64.tbl) that answers EPERM to:
-#   the chown family and extended-attribute changes (security.capability would grant capabilities);
+#   chmod and chown (a chmod 000 on the harness's own files broke every later evaluation) and
+#   extended-attribute changes (security.capability would grant capabilities);
 #   io_uring (it runs socket, xattr and open operations without those system calls), acct, sethostname;
-#   a setuid/setgid/sticky bit in chmod, mkdir, mknod, creat, or open/openat with O_CREAT or O_TMPFILE
-#   (builds still chmod +x their outputs); openat2 gets ENOSYS, so callers fall back to openat;
-#   sockets other than AF_UNIX (IPv4/6 including UDP, raw, packet, netlink);
+#   System V shared memory, semaphores and message queues, and kernel keyrings (they outlive it);
+#   a setuid/setgid/sticky bit in mkdir, mknod, creat, or open/openat with O_CREAT or O_TMPFILE;
+#   openat2 gets ENOSYS, so callers fall back to openat;
+#   every socket() (socketpair within the process stays), so no network and no UNIX socket by path;
 #   the TIOCSTI and TIOCLINUX ioctls (typing into another terminal).
 _AUDIT_ARCH_X86_64 = 0xC000003E
 _DENY_ALWAYS = (
     92, 93, 94, 260,  # chown, fchown, lchown, fchownat
+    90, 91, 268, 452,  # chmod, fchmod, fchmodat, fchmodat2: modes are set at creation (a .so needs no +x)
     188, 189, 190, 197, 198, 199, 463, 466,  # setxattr, lsetxattr, fsetxattr, *removexattr, setxattrat, removexattrat
     425, 426, 427,  # io_uring_setup, io_uring_enter, io_uring_register
+    29, 64, 68,  # shmget, semget, msgget: System V objects outlive the evaluation
+    248, 249, 250,  # add_key, request_key, keyctl: kernel keyrings outlive it too
     163, 170, 171,  # acct, sethostname, setdomainname
 )  # fmt: skip
-_MODE_ARG = {90: 1, 91: 1, 268: 2, 452: 2, 83: 1, 258: 2, 133: 1, 259: 2, 85: 1}
-# chmod, fchmod, fchmodat, fchmodat2, mkdir, mkdirat, mknod, mknodat, creat: which argument is the mode
+_MODE_ARG = {83: 1, 258: 2, 133: 1, 259: 2, 85: 1}  # mkdir, mkdirat, mknod, mknodat, creat: the mode argument
 _OPEN_ARGS = {2: (1, 2), 257: (2, 3)}  # open, openat: (flags argument, mode argument)
 _CREATING = 0o100 | 0o20000000  # O_CREAT | __O_TMPFILE: the mode argument is used
 _ENOSYS_CALLS = (437,)  # openat2: its mode sits in a struct the filter cannot read
-_SOCKET_CALLS, _AF_UNIX = (41, 53), 1  # socket, socketpair
+_SOCKETPAIR, _SOCKET, _AF_UNIX = 53, 41, 1  # socketpair (AF_UNIX only); socket() is denied whole: a UNIX
+# socket by path reaches ssh-agent, docker.sock or D-Bus, which Landlock ABI 7 cannot hold
 _IOCTL, _TTY_INJECT = 16, (0x5412, 0x541C)  # ioctl; TIOCSTI, TIOCLINUX
 _SPECIAL_BITS = 0o7000
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
@@ -276,8 +310,8 @@ def _seccomp_program() -> list[tuple[int, int, int, int]]:
         prog += [[JEQ, 0, 3, nr], arg(i), [JSET, DENY, 0, _SPECIAL_BITS], allow]
     for nr, (flags, mode) in _OPEN_ARGS.items():
         prog += [[JEQ, 0, 5, nr], arg(flags), [JSET, 0, 2, _CREATING], arg(mode), [JSET, DENY, 0, _SPECIAL_BITS], allow]
-    for nr in _SOCKET_CALLS:
-        prog += [[JEQ, 0, 4, nr], arg(0), [JEQ, 1, 0, _AF_UNIX], [RET, 0, 0, _RET_EPERM], allow]
+    prog += [[JEQ, DENY, 0, _SOCKET]]
+    prog += [[JEQ, 0, 4, _SOCKETPAIR], arg(0), [JEQ, 1, 0, _AF_UNIX], [RET, 0, 0, _RET_EPERM], allow]
     prog += [[JEQ, 0, 1 + len(_TTY_INJECT), _IOCTL], arg(1)] + [[JEQ, DENY, 0, cmd] for cmd in _TTY_INJECT]
     prog += [allow, [RET, 0, 0, _RET_EPERM]]
     deny_at = len(prog) - 1
@@ -397,7 +431,7 @@ def choose_profile(writable: list[str], cache_dir: str | os.PathLike, timeout_s:
     return known[key]
 
 
-_PROBE_VERSION = 3  # bump when the narrow profile changes, so machines probe it again
+_PROBE_VERSION = 4  # bump when the narrow profile changes, so machines probe it again
 
 if __name__ == "__main__" and len(sys.argv) > 2 and sys.argv[1] == "probe":
     _probe_main(sys.argv[2], sys.argv[3:])
