@@ -389,6 +389,9 @@ def _watch(proc, r_fd, on_event, stages: dict, stage_limit: dict, max_rss: float
             break
         buf += chunk
         *lines, buf = buf.split(b"\n")
+        if len(buf) > _MAX_LINE:  # no evaluator message is this long: a flood meant to exhaust the harness
+            forged += 1
+            buf = b""
         for line in lines:
             msg = _verify(line, key)
             if msg is None or msg.get("seq") != seq + 1 or done is not None:
@@ -410,6 +413,9 @@ def _watch(proc, r_fd, on_event, stages: dict, stage_limit: dict, max_rss: float
                     log.warning("could not read the %r part of a result: %s", event, e)
     stages[stage] = time.perf_counter() - t_stage
     return done, stage, False, forged
+
+
+_MAX_LINE = 16 << 20  # bytes; the evaluator's longest message (a profile) is well under 1 MiB
 
 
 def _verify(line: bytes, key: bytes) -> dict | None:

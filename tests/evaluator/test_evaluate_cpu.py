@@ -185,6 +185,24 @@ def test_cuda_syntax_error_reports_the_line_on_a_cpu_machine():
     assert os.environ.get("CUDA_HOME") is None or True
 
 
+def test_a_flood_without_newlines_on_the_result_channel_is_rejected_and_bounded():
+    # found by a new-user pass: the parent kept an unbounded line buffer until the stage limit
+    src = (
+        "import os\n"
+        "chunk = b'x' * (1 << 20)\n"
+        "for fd in sorted(int(f) for f in os.listdir('/proc/self/fd') if int(f) > 2):\n"
+        "    for _ in range(24):\n"
+        "        try:\n"
+        "            os.write(fd, chunk)\n"
+        "        except OSError:\n"
+        "            break\n"
+        "os._exit(0)\n"
+    )
+    r = evaluate(resolve_one("toy/relu"), src, EvalSettings(device="cpu", strict=False))
+    assert r.status == Status.REJECTED, r.message
+    assert "private result channel" in r.message
+
+
 @pytest.mark.parametrize("strict", [True, False])
 def test_a_forged_verdict_on_the_result_channel_is_rejected(strict):
     r = run("forge_channel", strict=strict)
