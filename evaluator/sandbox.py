@@ -9,14 +9,15 @@ Profile "narrow" (the default):
 * files are created, written, truncated, renamed or removed only beneath the given folders (the
   evaluation's work directory, holding the candidate's HOME and TMPDIR, and the build cache), the
   child's own /proc/PID, and the device files of `_writable_devices` (no /dev/shm: files there outlive
-  the evaluation); everything may be read and executed except other processes' /proc entries (the
-  harness's environ holds API keys);
+  the evaluation); reads only of `_readable_roots` (the system, this Python and its import path, the
+  CUDA toolkit: not homes, /tmp, /etc's secrets, terminals, or other processes' /proc entries, whose
+  environ holds the harness's API keys); ioctls only on the GPU's device files (ABI 5+);
 * no TCP connect or bind (Landlock ABI 4+, Linux 6.7); no signals to processes outside the sandbox,
   such as the harness, and no abstract UNIX sockets (ABI 6+, Linux 6.12);
 * no device nodes anywhere;
-* (x86_64) no capabilities, and a seccomp filter: no chown, extended-attribute changes, io_uring,
-  setuid/setgid/sticky modes (chmod, mkdir, mknod, creating opens), sockets other than AF_UNIX (UDP,
-  raw and netlink included), typing into terminals (TIOCSTI), nor any i386 or x32 system call.
+* (x86_64) no capabilities, and a seccomp filter: no chmod, chown, extended-attribute changes,
+  io_uring, System V IPC, keyrings, setuid/setgid/sticky modes at creation, socket() of any family
+  (socketpair stays), typing into terminals (TIOCSTI), nor any i386 or x32 system call.
 
 Profile "wide": Landlock as above but with all of /dev and /proc writable, all reads allowed, and no
 capability drop or seccomp filter. It is
@@ -25,9 +26,9 @@ only where a probe finds that CUDA does not start under "narrow".
 
 A denied call fails with EACCES or EPERM. Landlock's constants and struct layouts are those of
 include/uapi/linux/landlock.h (https://docs.kernel.org/userspace-api/landlock.html); seccomp's of
-include/uapi/linux/seccomp.h and linux/filter.h. Still open: connecting to UNIX sockets by path, reading
-what the user may read outside /proc, and writing into the shared build cache, which later evaluations
-load from.
+include/uapi/linux/seccomp.h and linux/filter.h. Still open: writing into the shared build cache, which
+later evaluations load from; processes that double-fork out of the session and outlive the evaluation;
+timestamps (utimes); reading the files on the import path (the project folder among them).
 """
 
 from __future__ import annotations
