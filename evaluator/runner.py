@@ -55,7 +55,9 @@ _PROJECT_ROOT = Path(__file__).resolve().parent.parent
 def default_build_root() -> Path:
     """Where extension builds are kept between evaluations: `$KB_BUILD_DIR`, else ~/.cache/kb-agent/build.
     Builds are keyed by a hash of their sources and flags, so only an identical candidate reuses one."""
-    return Path(os.environ.get("KB_BUILD_DIR") or Path.home() / ".cache" / "kb-agent" / "build")
+    # resolved here: the child runs in its own work directory, where a relative path would land (and be
+    # deleted with it)
+    return Path(os.environ.get("KB_BUILD_DIR") or Path.home() / ".cache" / "kb-agent" / "build").expanduser().resolve()
 
 
 def child_env(settings: EvalSettings, workdir: Path, build_root: Path) -> dict[str, str]:

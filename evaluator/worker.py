@@ -295,8 +295,7 @@ class Evaluation:
         except BaseException as e:  # noqa: BLE001 - an import may raise anything, SystemExit included
             if _is_triton_compile_error(e):
                 info.errors = [str(e)[:2000]]
-            verdict = Verdict(Status.COMPILE_ERROR, "importing the candidate failed:\n"
-                              + describe_exception(e, self.candidate_file))  # fmt: skip
+            verdict = Verdict(Status.COMPILE_ERROR, "importing the candidate failed:\n" + self.explain(e))
         info.seconds = time.perf_counter() - t0
         info.ok = verdict is None
         self.chan.send("compile", compile=dataclasses.asdict(info), builds=wrapper.builds)
@@ -482,11 +481,15 @@ class Evaluation:
             return Verdict(Status.COMPILE_ERROR, f"a Triton kernel failed to compile while {doing}:\n"
                            + describe_exception(e, self.candidate_file))  # fmt: skip
         what = "out of memory" if _is_oom(e) else "an exception"
+        return Verdict(Status.RUNTIME_ERROR, f"{what} while {doing}:\n" + self.explain(e))
+
+    def explain(self, e: BaseException) -> str:
+        """`describe_exception` for the candidate, plus what the sandbox allows when it refused the call."""
         text = describe_exception(e, self.candidate_file)
         if "landlock_abi" in (self.strict_info.get("sandbox") or {}) and _DENIED.search(text):
-            text += ("\n  (strict mode's sandbox denies writing files outside the evaluation's own folders, TCP "
-                     "connections and signals to other processes)")  # fmt: skip
-        return Verdict(Status.RUNTIME_ERROR, f"{what} while {doing}:\n" + text)
+            text += ("\n  (strict mode's sandbox: files may be written only in the working directory, $TMPDIR and "
+                     "the build cache; no sockets, no signals to other processes)")  # fmt: skip
+        return text
 
     def check_correctness(self) -> None:
         from evaluator.compare import compare_outputs

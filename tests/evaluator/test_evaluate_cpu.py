@@ -209,3 +209,15 @@ def test_a_forged_verdict_on_the_result_channel_is_rejected(strict):
     assert r.status == Status.REJECTED, r.message
     assert "private result channel" in r.message
     assert r.speedup is None
+
+
+def test_a_relative_or_home_build_dir_is_resolved_in_the_parent(tmp_path, monkeypatch):
+    # found by a new-user pass: a relative KB_BUILD_DIR landed in each evaluation's own (deleted) work
+    # directory, so nothing was ever reused
+    from evaluator.runner import default_build_root
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KB_BUILD_DIR", "relbuild")
+    assert default_build_root() == tmp_path / "relbuild"
+    monkeypatch.setenv("KB_BUILD_DIR", "~/kb-build")
+    assert default_build_root() == (Path.home() / "kb-build").resolve()

@@ -139,7 +139,7 @@ def test_strict_evaluation_runs_sandboxed_and_a_native_write_outside_fails(tmp_p
     src = native_write(target)
     r = evaluate(resolve_one("toy/relu"), src, EvalSettings(device="cpu", correctness_trials=1, timed_trials=2))
     assert r.status == Status.RUNTIME_ERROR, r.message
-    assert "sandbox denies writing files" in r.message
+    assert "strict mode's sandbox: files may be written only in" in r.message
     assert not target.exists()
     assert r.strict["sandbox"]["landlock_abi"] >= 1
     # parity mode follows KernelBench, which has no sandbox; sandbox=False turns it off in strict mode
@@ -178,3 +178,12 @@ def test_choose_profile_probes_once_and_falls_back_to_wide_where_cuda_fails(tmp_
     assert list(known.values()) == [first]
     cache.write_text(json.dumps({k: "narrow" for k in known}))  # remembered: no second probe
     assert choose_profile([str(tmp_path)], tmp_path) == "narrow"
+
+
+def test_a_denied_write_at_import_says_what_the_sandbox_allows(tmp_path):
+    target = tmp_path / "my_ext_build"
+    src = f"import os\nos.makedirs({str(target)!r})\n" + (ROOT / "tests" / "candidates" / "triton_relu.py").read_text()
+    r = evaluate(resolve_one("toy/relu"), src, EvalSettings(device="cpu", correctness_trials=1, timed_trials=2))
+    assert r.status == Status.COMPILE_ERROR and "PermissionError" in r.message, r.message
+    assert "files may be written only in the working directory, $TMPDIR and the build cache" in r.message
+    assert not target.exists()
