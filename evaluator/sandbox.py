@@ -20,9 +20,9 @@ Profile "narrow" (the default):
   (socketpair stays), typing into terminals (TIOCSTI), nor any i386 or x32 system call.
 
 Profile "wide": Landlock as above but with all of /dev and /proc writable, all reads allowed, and no
-capability drop or seccomp filter. It is
-the configuration measured to let CUDA start on the H200 machine (2026-11-30); `choose_profile` uses it
-only where a probe finds that CUDA does not start under "narrow".
+capability drop or seccomp filter. It is the configuration measured to let CUDA start on the H200
+machine (2026-11-30); `choose_profile` uses it only where a probe finds that CUDA does not start under
+"narrow".
 
 A denied call fails with EACCES or EPERM. Landlock's constants and struct layouts are those of
 include/uapi/linux/landlock.h (https://docs.kernel.org/userspace-api/landlock.html); seccomp's of
@@ -43,7 +43,7 @@ from pathlib import Path
 # syscall numbers: the same in the unified table of x86_64, aarch64 and the other 64-bit Linux ports
 _NR_CREATE_RULESET, _NR_ADD_RULE, _NR_RESTRICT_SELF = 444, 445, 446
 _CREATE_RULESET_VERSION = 1 << 0
-_RULE_PATH_BENEATH, _RULE_NET_PORT = 1, 2
+_RULE_PATH_BENEATH = 1
 _PR_SET_NO_NEW_PRIVS = 38
 
 # LANDLOCK_ACCESS_FS_*: every right that changes the file system, by the ABI that introduced it
@@ -112,23 +112,6 @@ def landlock_abi() -> int:
         return 0
 
 
-def _writable_devices() -> list[str]:
-    """The device files a GPU evaluation writes: the null-like ones and NVIDIA's (no /dev/shm: files
-    there outlive the evaluation, a channel to the next one)."""
-    found = [f"/dev/{n}" for n in ("null", "zero", "full", "random", "urandom")]
-    try:
-        found += sorted(f"/dev/{n}" for n in os.listdir("/dev") if n.startswith("nvidia"))
-    except OSError:
-        pass
-    return [p for p in found if os.path.exists(p)]
-
-
-_SYSTEM = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/opt", "/sys")
-_ETC_SECRETS = {"shadow", "shadow-", "gshadow", "gshadow-", "sudoers", "sudoers.d", "ssh", "ssl", "security"}
-_DEV_READ = {"null", "zero", "full", "random", "urandom"}  # /dev/fd and /dev/std* lead to the child's own /proc/PID
-_PROC_HIDDEN = {"self", "thread-self", "keys", "key-users", "kcore", "kmsg"}
-
-
 def _listdir(path: str) -> list[str]:
     try:
         return sorted(os.listdir(path))
@@ -136,26 +119,49 @@ def _listdir(path: str) -> list[str]:
         return []
 
 
+def _writable_devices() -> list[str]:
+    """The device files a GPU evaluation reads and writes: the null-like ones and NVIDIA's (no /dev/shm:
+    files there outlive the evaluation, a channel to the next one; no terminals)."""
+    found = [f"/dev/{n}" for n in ("null", "zero", "full", "random", "urandom")]
+    found += [f"/dev/{n}" for n in _listdir("/dev") if n.startswith("nvidia")]
+    return [p for p in found if os.path.exists(p)]
+
+
+_SYSTEM = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/opt", "/sys")
+_ETC_SECRETS = {"shadow", "shadow-", "gshadow", "gshadow-", "sudoers", "sudoers.d", "ssh", "ssl", "security"}
+_PROC_HIDDEN = {"self", "thread-self", "keys", "key-users", "kcore", "kmsg"}
+
+
 def _readable_roots() -> list[str]:
-    """Where the narrow profile lets the child read (beside its writable folders): the system's
-    programs and libraries, /etc but its secrets, the null-like and NVIDIA device files (no terminals),
-    /proc but other processes' entries (their environ holds the harness's API keys), this Python's
-    prefixes and import path (the project, site-packages), and the CUDA toolkit. Not: home folders,
-    /tmp (other evaluations' candidates), /root, /var, /run (sockets)."""
+    """Where the narrow profile lets the child read, beside its writable folders and devices: the
+    system's programs and libraries, /etc but its secrets, /proc but other processes' entries (their
+    environ holds the harness's API keys), this Python's prefixes and import path (the project,
+    site-packages), and the CUDA toolkit. Not: home folders, /tmp (other evaluations' candidates),
+    /root, /var, /run (sockets), other device files (terminals)."""
     out = list(_SYSTEM)
     out += [f"/etc/{e}" for e in _listdir("/etc") if e not in _ETC_SECRETS]
-    out += [f"/dev/{e}" for e in _listdir("/dev") if e in _DEV_READ or e.startswith("nvidia")]
     out += [f"/proc/{e}" for e in _listdir("/proc") if not e.isdigit() and e not in _PROC_HIDDEN]
     out += [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
     out += [p for p in sys.path if p] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     for var in ("CUDA_HOME", "CUDA_PATH"):
         if os.environ.get(var):
             out.append(os.environ[var])
-    for tool in ("nvcc", "ninja", "g++", "gcc"):  # where the builds' tools live, with their toolkits
-        found = shutil.which(tool)
-        if found:
-            out.append(str(Path(os.path.realpath(found)).parent.parent))
+    from evaluator.build import find_nvcc
+
+    tools = [find_nvcc(), *(shutil.which(t) for t in ("ninja", "g++", "gcc"))]
+    out += [str(Path(os.path.realpath(t)).parent.parent) for t in tools if t]  # the builds' toolkits
     return [p for p in dict.fromkeys(out) if os.path.exists(p) and p != "/"]
+
+
+def _add_rule(libc, ruleset: int, path: str, rights: int) -> None:
+    """Allow `rights` beneath `path` (or on it, for a file) in `ruleset`. Raises OSError."""
+    fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    try:
+        rule = _PathBeneathAttr(allowed_access=rights, parent_fd=fd)
+        _call(libc, _NR_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH), ctypes.byref(rule),
+              ctypes.c_uint32(0))  # fmt: skip
+    finally:
+        os.close(fd)
 
 
 def restrict(writable: list[str | os.PathLike], profile: str = "narrow") -> dict:
@@ -202,27 +208,12 @@ def restrict(writable: list[str | os.PathLike], profile: str = "narrow") -> dict
     try:
         for path in readable:
             try:
-                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            except OSError:  # a dangling link at the top of the tree
-                continue
-            try:
-                rule = _PathBeneathAttr(allowed_access=_READ if os.path.isdir(path) else _READ & (1 << 2), parent_fd=fd)
-                _call(libc, _NR_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH),
-                      ctypes.byref(rule), ctypes.c_uint32(0))  # fmt: skip
-            except OSError:  # not a file-system object (a link to a pipe): it stays unreadable
+                _add_rule(libc, ruleset, path, _READ if os.path.isdir(path) else _READ & (1 << 2))
+            except OSError:  # a dangling link, or not a file-system object (a link to a pipe): unreadable
                 pass
-            finally:
-                os.close(fd)
         for path in [*folders, *devices]:
-            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            try:
-                in_dev = ioctl if path.startswith("/dev/") else 0  # /dev/nvidia-caps/ holds device files
-                rights = ((fs & ~_MAKE_DEVICE) | read | in_dev) if os.path.isdir(path) else file_rights
-                rule = _PathBeneathAttr(allowed_access=rights, parent_fd=fd)
-                _call(libc, _NR_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH),
-                      ctypes.byref(rule), ctypes.c_uint32(0))  # fmt: skip
-            finally:
-                os.close(fd)
+            in_dev = ioctl if path.startswith("/dev/") else 0  # /dev/nvidia-caps/ holds device files
+            _add_rule(libc, ruleset, path, ((fs & ~_MAKE_DEVICE) | read | in_dev) if os.path.isdir(path) else file_rights)
         if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
         _call(libc, _NR_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0))
@@ -232,15 +223,14 @@ def restrict(writable: list[str | os.PathLike], profile: str = "narrow") -> dict
         os.close(ruleset)
     seccomp = narrow and _deny_metadata_and_inet(libc)
     tcp = "tcp denied" if abi >= 4 else "allowed (kernel too old)"
+    denied = "chmod, chown, xattr changes, setuid/setgid modes, io_uring, System V IPC and keyrings denied"
     return {
         "profile": profile,
         "landlock_abi": abi,
         "writable": folders + devices,
         "network": "no sockets" if seccomp else tcp,
         "signals": "own sandbox only" if abi >= 6 else "allowed (kernel too old)",
-        "metadata": "no capabilities; chmod, chown, xattr changes, setuid/setgid modes, io_uring, System V "
-        "IPC and keyrings denied"
-        if seccomp else "not restricted",
+        "metadata": f"no capabilities; {denied}" if seccomp else "not restricted",
     }
 
 
@@ -359,17 +349,17 @@ def _probe_main(profile: str, writable: list[str]) -> None:
     """`python -m evaluator.sandbox probe PROFILE DIR...`: under the profile, compile with g++ and nvcc,
     start CUDA, run a torch kernel, a Triton kernel and the profiler (what an evaluation does); prints
     "ok" when all work."""
-    import shutil
     import subprocess
     import tempfile
+
+    from evaluator.build import find_nvcc
 
     restrict(writable, profile)
     with tempfile.TemporaryDirectory(dir=writable[0]) as d:
         os.environ.setdefault("TMPDIR", writable[0])  # as in an evaluation child: temporary files go there
         subprocess.run(["g++", "-x", "c++", "-c", "-o", f"{d}/a.o", "-"], input="int f() { return 1; }\n",
                        text=True, check=True, capture_output=True)  # fmt: skip
-        home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda"
-        nvcc = shutil.which("nvcc") or (f"{home}/bin/nvcc" if os.path.exists(f"{home}/bin/nvcc") else None)
+        nvcc = find_nvcc()
         if nvcc:
             Path(d, "k.cu").write_text("__global__ void k(float *x) { x[threadIdx.x] = 1.0f; }\n")
             subprocess.run([nvcc, "-c", "-o", f"{d}/k.o", f"{d}/k.cu"], check=True, capture_output=True)
