@@ -54,10 +54,18 @@ _PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 def default_build_root() -> Path:
     """Where extension builds are kept between evaluations: `$KB_BUILD_DIR`, else ~/.cache/kb-agent/build.
-    Builds are keyed by a hash of their sources and flags, so only an identical candidate reuses one."""
+    Each candidate source has its own folder in it (`candidate_build_root`)."""
     # resolved here: the child runs in its own work directory, where a relative path would land (and be
     # deleted with it)
     return Path(os.environ.get("KB_BUILD_DIR") or Path.home() / ".cache" / "kb-agent" / "build").expanduser().resolve()
+
+
+def candidate_build_root(candidate_source: str) -> Path:
+    """The build cache's folder for one candidate source: `default_build_root()`/<sha256 of the source,
+    16 hex digits>, holding its extension builds and Triton cache. Only a byte-identical source reuses
+    it, and under strict mode's sandbox an evaluation can write (and read) only its own: a candidate can
+    no longer overwrite the `.so` or Triton cache entry that a later, different candidate loads."""
+    return default_build_root() / hashlib.sha256(candidate_source.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def child_env(settings: EvalSettings, workdir: Path, build_root: Path) -> dict[str, str]:
@@ -170,7 +178,7 @@ def evaluate(problem: Problem, candidate_source: str, settings: EvalSettings) ->
     """
     t_start = time.perf_counter()
     workdir = Path(tempfile.mkdtemp(prefix="kb-eval-"))
-    build_root = default_build_root() if settings.reuse_builds else workdir / "build"
+    build_root = candidate_build_root(candidate_source) if settings.reuse_builds else workdir / "build"
     build_root.mkdir(parents=True, exist_ok=True)
     result = EvalResult(
         status=Status.RUNTIME_ERROR,
@@ -185,6 +193,7 @@ def evaluate(problem: Problem, candidate_source: str, settings: EvalSettings) ->
         "settings": settings.to_dict(),
         "workdir": str(workdir),
         "build_root": str(build_root),
+        "sandbox_cache": str(default_build_root()),  # the sandbox probe's answer: no child may write there
     }
     try:
         child = run_child(job, settings, workdir, build_root, lambda msg: _absorb(result, msg), result.stages)

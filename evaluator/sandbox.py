@@ -7,7 +7,8 @@ lift it. `restrict()` runs in the child before torch is imported (so before any 
 
 Profile "narrow" (the default):
 * files are created, written, truncated, renamed or removed only beneath the given folders (the
-  evaluation's work directory, holding the candidate's HOME and TMPDIR, and the build cache), the
+  evaluation's work directory, holding the candidate's HOME and TMPDIR, and its candidate's folder of
+  the build cache), the
   child's own /proc/PID, and the device files of `_writable_devices` (no /dev/shm: files there outlive
   the evaluation); reads only of `_readable_roots` (the system, this Python and its import path, the
   CUDA toolkit: not homes, /tmp, /etc's secrets, terminals, or other processes' /proc entries, whose
@@ -16,8 +17,9 @@ Profile "narrow" (the default):
   such as the harness, and no abstract UNIX sockets (ABI 6+, Linux 6.12);
 * no device nodes anywhere;
 * (x86_64) no capabilities, and a seccomp filter: no chmod, chown, extended-attribute changes,
-  io_uring, System V IPC, keyrings, setuid/setgid/sticky modes at creation, socket() of any family
-  (socketpair stays), typing into terminals (TIOCSTI), nor any i386 or x32 system call.
+  io_uring, System V IPC, keyrings, setuid/setgid/sticky modes at creation, sockets but unconnected
+  AF_UNIX stream ones and socketpairs (connect() fails), typing into terminals (TIOCSTI), nor any i386 or
+  x32 system call.
 
 Profile "wide": Landlock as above but with all of /dev and /proc writable, all reads allowed, and no
 capability drop or seccomp filter. It is the configuration measured to let CUDA start on the H200
@@ -26,9 +28,10 @@ machine (2026-11-30); `choose_profile` uses it only where a probe finds that CUD
 
 A denied call fails with EACCES or EPERM. Landlock's constants and struct layouts are those of
 include/uapi/linux/landlock.h (https://docs.kernel.org/userspace-api/landlock.html); seccomp's of
-include/uapi/linux/seccomp.h and linux/filter.h. Still open: writing into the shared build cache, which
-later evaluations load from; processes that double-fork out of the session and outlive the evaluation;
-timestamps (utimes); reading the files on the import path (the project folder among them).
+include/uapi/linux/seccomp.h and linux/filter.h. The evaluation writes only its own candidate's folder
+of the build cache (`evaluator.runner.candidate_build_root`), so it cannot change what another source's
+evaluation loads. Still open: timestamps (utimes); reading the files on the import path (the project
+folder among them).
 """
 
 from __future__ import annotations
@@ -228,7 +231,7 @@ def restrict(writable: list[str | os.PathLike], profile: str = "narrow") -> dict
         "profile": profile,
         "landlock_abi": abi,
         "writable": folders + devices,
-        "network": "no sockets" if seccomp else tcp,
+        "network": "no network; no connect() to UNIX sockets" if seccomp else tcp,
         "signals": "own sandbox only" if abi >= 6 else "allowed (kernel too old)",
         "metadata": f"no capabilities; {denied}" if seccomp else "not restricted",
     }
@@ -244,7 +247,8 @@ def restrict(writable: list[str | os.PathLike], profile: str = "narrow") -> dict
 #   System V shared memory, semaphores and message queues, and kernel keyrings (they outlive it);
 #   a setuid/setgid/sticky bit in mkdir, mknod, creat, or open/openat with O_CREAT or O_TMPFILE;
 #   openat2 gets ENOSYS, so callers fall back to openat;
-#   every socket() (socketpair within the process stays), so no network and no UNIX socket by path;
+#   every socket other than a connection-oriented AF_UNIX one, and every connect(): no network, and no
+#   UNIX socket by path (socketpair within the process stays);
 #   the TIOCSTI and TIOCLINUX ioctls (typing into another terminal).
 _AUDIT_ARCH_X86_64 = 0xC000003E
 _DENY_ALWAYS = (
@@ -259,13 +263,21 @@ _DENY_ALWAYS = (
 _MODE_ARG = {83: 1, 258: 2, 133: 1, 259: 2, 85: 1}  # mkdir, mkdirat, mknod, mknodat, creat: the mode argument
 _OPEN_ARGS = {2: (1, 2), 257: (2, 3)}  # open, openat: (flags argument, mode argument)
 _CREATING = 0o100 | 0o20000000  # O_CREAT | __O_TMPFILE: the mode argument is used
-_ENOSYS_CALLS = (437,)  # openat2: its mode sits in a struct the filter cannot read
-_SOCKETPAIR, _SOCKET, _AF_UNIX = 53, 41, 1  # socketpair (AF_UNIX only); socket() is denied whole: a UNIX
-# socket by path reaches ssh-agent, docker.sock or D-Bus, which Landlock ABI 7 cannot hold
+_ERRNO_CALLS = {437: 38}  # openat2 -> ENOSYS: its mode sits in a struct the filter cannot read
+_SOCKETPAIR, _SOCKET, _CONNECT = 53, 41, 42
+# socket() and socketpair(): AF_UNIX only, of the connection-oriented types only (SOCK_STREAM 1,
+# SOCK_SEQPACKET 5; the CUDA driver needs the latter: with it denied, cuInit fails with 304, measured on
+# the H200 machine, 2026-11-30); no datagrams, which reach a socket by path (syslog, journald) with
+# sendto alone. connect() answers ENOENT (as for a path where nothing listens; CUDA takes that for "no
+# MPS daemon"), so no socket reaches ssh-agent, docker.sock or D-Bus, which Landlock ABI 7 cannot hold.
+_SOCKET_FAMILY: int | None = 1  # AF_UNIX (None: any; the tests use it)
+_SOCKET_TYPES: tuple[int, ...] | None = (1, 5)
+_CONNECT_ERRNO: int | None = 2  # ENOENT (None: allowed)
 _IOCTL, _TTY_INJECT = 16, (0x5412, 0x541C)  # ioctl; TIOCSTI, TIOCLINUX
 _SPECIAL_BITS = 0o7000
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
-_RET_ALLOW, _RET_EPERM, _RET_ENOSYS = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
+_RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
+_RET_EPERM = _RET_ERRNO | 1
 
 
 class _SockFilter(ctypes.Structure):
@@ -280,7 +292,7 @@ def _seccomp_program() -> list[tuple[int, int, int, int]]:
     """The BPF program as (code, jt, jf, k) instructions. A jump goes to its index + 1 + offset. Each
     block either jumps to the final `deny`, returns, or falls through to the next block with the syscall
     number still in the accumulator; a syscall no block matches reaches the `allow` before `deny`."""
-    LD, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|{JEQ,JGE,JSET}|K, BPF_RET|K
+    LD, JEQ, JGE, JSET, RET, AND = 0x20, 0x15, 0x35, 0x45, 0x06, 0x54  # BPF_LD|W|ABS, BPF_JMP|{JEQ,JGE,JSET}|K, BPF_RET|K, BPF_ALU|AND|K
     DENY = "deny"  # resolved to an offset once the program's length is known
     allow = [RET, 0, 0, _RET_ALLOW]
 
@@ -295,18 +307,25 @@ def _seccomp_program() -> list[tuple[int, int, int, int]]:
         [JGE, DENY, 0, 0x40000000],  # the x32 ABI (nr | 0x40000000): the same calls under other numbers
     ]
     prog += [[JEQ, DENY, 0, nr] for nr in _DENY_ALWAYS]
-    for nr in _ENOSYS_CALLS:
-        prog += [[JEQ, 0, 1, nr], [RET, 0, 0, _RET_ENOSYS]]
+    errno_calls = dict(_ERRNO_CALLS)
+    if _CONNECT_ERRNO is not None:
+        errno_calls[_CONNECT] = _CONNECT_ERRNO
+    for nr, errno in errno_calls.items():
+        prog += [[JEQ, 0, 1, nr], [RET, 0, 0, _RET_ERRNO | errno]]
     for nr, i in _MODE_ARG.items():
         prog += [[JEQ, 0, 3, nr], arg(i), [JSET, DENY, 0, _SPECIAL_BITS], allow]
     for nr, (flags, mode) in _OPEN_ARGS.items():
         prog += [[JEQ, 0, 5, nr], arg(flags), [JSET, 0, 2, _CREATING], arg(mode), [JSET, DENY, 0, _SPECIAL_BITS], allow]
-    prog += [[JEQ, DENY, 0, _SOCKET]]
-    prog += [[JEQ, 0, 4, _SOCKETPAIR], arg(0), [JEQ, 1, 0, _AF_UNIX], [RET, 0, 0, _RET_EPERM], allow]
+    for nr in (_SOCKET, _SOCKETPAIR):
+        family = [] if _SOCKET_FAMILY is None else [arg(0), [JEQ, 0, DENY, _SOCKET_FAMILY]]
+        types = [] if _SOCKET_TYPES is None else [arg(1), [AND, 0, 0, 0xF]] + [
+            [JEQ, len(_SOCKET_TYPES) - j, 0, t] for j, t in enumerate(_SOCKET_TYPES)] + [[RET, 0, 0, _RET_EPERM]]
+        prog += [[JEQ, 0, len(family) + len(types) + 1, nr], *family, *types, allow]
     prog += [[JEQ, 0, 1 + len(_TTY_INJECT), _IOCTL], arg(1)] + [[JEQ, DENY, 0, cmd] for cmd in _TTY_INJECT]
     prog += [allow, [RET, 0, 0, _RET_EPERM]]
     deny_at = len(prog) - 1
-    out = [(c, deny_at - i - 1 if jt == DENY else jt, jf, k) for i, (c, jt, jf, k) in enumerate(prog)]
+    to_deny = lambda i, j: deny_at - i - 1 if j == DENY else j  # noqa: E731
+    out = [(c, to_deny(i, jt), to_deny(i, jf), k) for i, (c, jt, jf, k) in enumerate(prog)]
     assert all(0 <= jt < 256 and 0 <= jf < 256 for _, jt, jf, _ in out)
     return out
 
@@ -414,6 +433,7 @@ def choose_profile(writable: list[str], cache_dir: str | os.PathLike, timeout_s:
         ok = False
     known[key] = "narrow" if ok else "wide"
     try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(known, indent=1))
         tmp.replace(cache)
@@ -422,7 +442,7 @@ def choose_profile(writable: list[str], cache_dir: str | os.PathLike, timeout_s:
     return known[key]
 
 
-_PROBE_VERSION = 4  # bump when the narrow profile changes, so machines probe it again
+_PROBE_VERSION = 5  # bump when the narrow profile changes, so machines probe it again
 
 if __name__ == "__main__" and len(sys.argv) > 2 and sys.argv[1] == "probe":
     _probe_main(sys.argv[2], sys.argv[3:])

@@ -70,9 +70,9 @@ class EvalSettings:
         baseline_compile: also time `torch.compile(Model)` and report that speedup.
         profile: profile one forward of a correct candidate (torch.profiler).
         limits: per-stage wall-clock limits.
-        reuse_builds: keep extension builds in a shared cache keyed by a hash of their sources and flags
-            (`$KB_BUILD_DIR`, default ~/.cache/kb-agent/build), so re-evaluating an identical candidate
-            skips the build; False builds in the evaluation's temporary directory.
+        reuse_builds: keep extension builds and Triton's cache in a folder per candidate source (its
+            sha256) of `$KB_BUILD_DIR` (default ~/.cache/kb-agent/build), so re-evaluating an identical
+            candidate skips the build; False builds in the evaluation's temporary directory.
         max_output_chars: the candidate's stdout/stderr are truncated to this many characters.
         strict: run the strict checks (`evaluator.strict`) beside KernelBench's rules; a failed check
             makes the status `rejected`. The parity verdict is kept in `EvalResult.strict`.

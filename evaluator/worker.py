@@ -724,8 +724,10 @@ def confine(job: dict) -> dict | None:
                             os.environ.get("TMPDIR")) if w]  # fmt: skip
     # on a GPU, the narrow profile only where a probe saw CUDA, Triton and the profiler work under it
     gpu = str(settings.get("device", "cuda")).startswith("cuda") and landlock_abi() > 0
-    # the probe's answer is kept beside the build cache, not in it: a candidate may write in the build cache
-    profile = choose_profile(writable, Path(job["build_root"]).parent) if gpu else "narrow"
+    # the probe's answer is kept at the build cache's root, where no evaluation may write (only in its own
+    # candidate's folder); a candidate that could write it would downgrade later evaluations' sandbox
+    cache = Path(job.get("sandbox_cache") or Path(job["build_root"]).parent)
+    profile = choose_profile(writable, cache) if gpu else "narrow"
     try:
         return restrict(writable, profile)
     except SandboxUnavailable as e:

@@ -22,7 +22,7 @@ PROBE = textwrap.dedent(
     import ctypes, json, os, socket, subprocess, sys, threading
     sys.path.insert(0, sys.argv[1])
     from evaluator.sandbox import restrict
-    ok_dir, out_dir, port = sys.argv[2], sys.argv[3], int(sys.argv[4])
+    ok_dir, out_dir, port, agent = sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
     info = restrict([ok_dir])
     import torch
     got = {"info": info}
@@ -58,7 +58,12 @@ PROBE = textwrap.dedent(
     attempt("chown_outside", lambda: os.chown(os.path.join(out_dir, "keep.txt"), 1, 1))
     attempt("udp_socket", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).close())
     attempt("netlink_socket", lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW).close())
-    attempt("unix_socket", lambda: socket.socket(socket.AF_UNIX).close())
+    attempt("unix_dgram", lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).close())
+    attempt("unix_seqpacket", lambda: socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET).close())  # CUDA's
+    def unix_connect():  # a UNIX socket by path, like ssh-agent's
+        with socket.socket(socket.AF_UNIX) as s:
+            s.connect(agent)
+    attempt("unix_connect", unix_connect)
     attempt("socketpair", lambda: [x.close() for x in socket.socketpair()])
     attempt("read_outside", lambda: open(os.path.join(out_dir, "keep.txt")).read())
     def sysv_shm():  # IPC_PRIVATE, IPC_CREAT | 0600: a segment that would outlive the process
@@ -83,22 +88,28 @@ def test_restrict_holds_python_native_code_threads_subprocesses_tcp_and_signals(
     (out_dir / "keep.txt").write_text("keep")
     (out_dir / "keep.txt").chmod(0o644)
     listener = socket.create_server(("127.0.0.1", 0))
+    agent = socket.socket(socket.AF_UNIX)  # where ssh-agent would listen
+    agent.bind(str(tmp_path / "agent.sock"))
+    agent.listen()
     accepted = []
-    listener.settimeout(20)
 
-    def accept():
+    def accept(server):
+        server.settimeout(20)
         try:
-            accepted.append(listener.accept())
+            accepted.append(server.accept())
         except OSError:  # the expected outcome: nobody connects
             pass
 
-    threading.Thread(target=accept, daemon=True).start()
+    for server in (listener, agent):
+        threading.Thread(target=accept, args=(server,), daemon=True).start()
     try:
         port = listener.getsockname()[1]
-        r = subprocess.run([sys.executable, "-c", PROBE, str(ROOT), str(ok_dir), str(out_dir), str(port)],
-                           capture_output=True, text=True, timeout=120, env={"TMPDIR": str(ok_dir), "PATH": "/usr/bin:/bin"})  # fmt: skip
+        r = subprocess.run([sys.executable, "-c", PROBE, str(ROOT), str(ok_dir), str(out_dir), str(port),
+                            str(tmp_path / "agent.sock")], capture_output=True, text=True, timeout=120,
+                           env={"TMPDIR": str(ok_dir), "PATH": "/usr/bin:/bin"})  # fmt: skip
     finally:
         listener.close()
+        agent.close()
     assert r.returncode == 0, r.stderr[-2000:]
     got = json.loads(r.stdout.strip().splitlines()[-1])
     assert got["python_inside"] == got["native_inside"] == "done"
@@ -113,9 +124,10 @@ def test_restrict_holds_python_native_code_threads_subprocesses_tcp_and_signals(
     assert not Path("/dev/shm/kb_sandbox_probe").exists()
     if got["info"]["metadata"] != "not restricted":  # the seccomp filter (x86_64)
         for key in ("chmod_setuid_outside", "chown_outside", "udp_socket", "netlink_socket", "setuid_by_create",
-                    "unix_socket", "chmod_plain_inside", "read_outside", "sysv_shm"):
+                    "unix_dgram", "unix_connect", "chmod_plain_inside", "read_outside", "sysv_shm"):
             assert got[key] != "done", key
-        assert got["socketpair"] == "done"
+        assert got["socketpair"] == got["unix_seqpacket"] == "done"
+        assert not [a for a in accepted if a[0].family == socket.AF_UNIX]
         assert got["io_uring_setup"] == -1 and int(got["cap_eff"], 16) == 0
         assert not (ok_dir / "s").exists()
         assert (out_dir / "keep.txt").stat().st_mode & 0o7777 == 0o644
@@ -187,3 +199,48 @@ def test_a_denied_write_at_import_says_what_the_sandbox_allows(tmp_path):
     assert r.status == Status.COMPILE_ERROR and "PermissionError" in r.message, r.message
     assert "files may be written only in the working directory, $TMPDIR and the build cache" in r.message
     assert not target.exists()
+
+
+POISONER = '''
+import glob, os
+root = os.path.dirname(os.environ["TORCH_EXTENSIONS_DIR"])  # the build cache, above this candidate's folder
+for path in glob.glob(root + "/*/*/*.so") + glob.glob(root + "/*/triton_cache/*/*"):
+    try:
+        with open(path, "r+b") as f:
+            f.write(b"poison")  # what a later candidate built from another source would load
+    except OSError:
+        pass
+for path in (root + "/planted.so", *[d + "/planted.so" for d in glob.glob(root + "/*/*/")]):
+    try:
+        open(path, "w").close()
+    except OSError:
+        pass
+'''
+
+
+def test_a_candidate_cannot_poison_the_builds_of_other_sources(tmp_path, monkeypatch):
+    """Found by a new-user pass: one shared build cache, writable by every candidate, let a candidate
+    overwrite another source's extension (an honest C++ candidate then scored incorrect). Each source now
+    has its own folder, and the sandbox lets an evaluation write only its own."""
+    from evaluator.runner import candidate_build_root
+
+    monkeypatch.setenv("KB_BUILD_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    honest = (ROOT / "tests" / "candidates" / "triton_relu.py").read_text()
+    victim = candidate_build_root(honest)
+    (victim / "relu_ext_0123").mkdir(parents=True)
+    (victim / "triton_cache" / "abc").mkdir(parents=True)
+    built = {victim / "relu_ext_0123" / "relu_ext_0123.so": b"\x7fELF honest build",
+             victim / "triton_cache" / "abc" / "kernel.json": b'{"honest": true}'}  # fmt: skip
+    for path, data in built.items():
+        path.write_bytes(data)
+    src = POISONER + honest
+    settings = EvalSettings(device="cpu", correctness_trials=1, timed_trials=2)
+    r = evaluate(resolve_one("toy/relu"), src, settings)
+    assert r.strict["sandbox"]["landlock_abi"] >= 1, r.message
+    assert candidate_build_root(src) != victim and str(candidate_build_root(src)) in r.strict["sandbox"]["writable"]
+    assert {path: path.read_bytes() for path in built} == built
+    assert not list((tmp_path / "cache").rglob("planted.so"))
+    # without the sandbox (parity mode) nothing stops it: the poison lands
+    evaluate(resolve_one("toy/relu"), src, EvalSettings(device="cpu", strict=False, correctness_trials=1, timed_trials=2))
+    assert {path: path.read_bytes()[:6] for path in built} == {path: b"poison" for path in built}
