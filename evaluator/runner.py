@@ -27,6 +27,7 @@ import threading
 import time
 from pathlib import Path
 
+from evaluator.procs import SWEEP_LINE, group_members, group_rss_bytes
 from evaluator.result import (
     CHECK_FLAGS,
     CompileInfo,
@@ -146,22 +147,27 @@ def kill_live_children() -> int:
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
-    """Kill the child's process group and every other process of its session (ninja starts each
-    compiler command in a process group of its own, so killpg alone would leave compilers running)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    """Kill every process the child started: its process group, the rest of its session (ninja starts
+    each compiler command in a process group of its own) and whatever is below it. The child itself goes
+    last: on Linux it is the supervising half (`evaluator.procs.supervise`), which then kills what left
+    the session and lost its parent, and exits; it is killed if it has not within 5 s."""
     for _ in range(50):  # a dying ninja may still be starting a compiler: sweep until none is left
-        members = [p for p in group_members(proc.pid) if p != proc.pid or proc.poll() is None]
+        members = [p for p in group_members(proc.pid) if p != proc.pid]
         if not members:
-            return
+            break
         for pid in members:
             try:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
         time.sleep(0.02)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def evaluate(problem: Problem, candidate_source: str, settings: EvalSettings) -> EvalResult:
@@ -202,7 +208,7 @@ def evaluate(problem: Problem, candidate_source: str, settings: EvalSettings) ->
         raise
     done, stage, timed_out, memory_stage = child.done, child.stage, child.timed_out, child.memory_stage
     if done is not None and child.leftovers and result.strict is not None:
-        n = len(child.leftovers)
+        n = child.leftovers
         result.strict["checks"]["processes"] = {"passed": False, "detail": f"left {n} process(es) running"}
         if done["status"] == str(Status.CORRECT):
             done = {**done, "status": str(Status.REJECTED),
@@ -265,7 +271,7 @@ class ChildOutcome:
     returncode: int | None
     stdout: str
     stderr: str
-    leftovers: list[int]
+    leftovers: int  # processes still running after the verdict (killed since)
 
 
 def run_child(
@@ -314,10 +320,6 @@ def run_child(
         os.close(r_fd)
         with _LIVE_LOCK:
             _LIVE.discard(proc)
-    leftovers = []
-    if done is not None:  # the verdict is in; anything still running in its group was left behind
-        time.sleep(0.05)
-        leftovers = [p for p in group_members(proc.pid) if p != proc.pid]
     _kill_group(proc)
     try:
         proc.wait(timeout=10)
@@ -329,34 +331,13 @@ def run_child(
                            "the evaluator's (a candidate must not write to the evaluator's file descriptors)"}  # fmt: skip
     with out_f, err_f:
         out, err = _read(out_f, settings.max_output_chars), _read(err_f, settings.max_output_chars)
+    # processes still running after the verdict: the supervising half killed them, and said how many last
+    swept = _SWEPT.findall(err[-4096:])
+    leftovers = int(swept[-1]) if done is not None and swept else 0
     return ChildOutcome(done, stage, timed_out, memory_stage, proc.returncode, out, err, leftovers)
 
 
-def group_members(pgid: int) -> list[int]:
-    """Pids of the live processes in process group `pgid` or in the session it leads (Linux /proc;
-    empty elsewhere). The child is started as a session leader, so this is everything it started."""
-    pids = []
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-            fields = stat[stat.rindex(")") + 2 :].split()
-            if (int(fields[2]) == pgid or int(fields[3]) == pgid) and fields[0] != "Z":
-                pids.append(int(entry))
-        except (OSError, ValueError, IndexError):
-            continue
-    return pids
-
-
-def group_rss_bytes(pgid: int) -> int:
-    total = 0
-    for pid in group_members(pgid):
-        try:
-            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-        except (OSError, ValueError, IndexError):
-            continue
-    return total
+_SWEPT = re.compile(re.escape(SWEEP_LINE).replace(r"\{n\}", r"(\d+)"))
 
 
 class MemoryExceeded(Exception):

@@ -21,13 +21,13 @@ import json
 import os
 import random
 import re
-import signal
 import sys
 import time
 import traceback
 from pathlib import Path
 from typing import Any
 
+from evaluator.procs import die_with_parent, supervise
 from evaluator.result import CHECK_FLAGS, CompileInfo, CorrectnessInfo, Status, TimingInfo
 from evaluator.settings import EvalSettings
 
@@ -697,19 +697,6 @@ def _tensors(values) -> list:
     return [v for v in flatten_outputs(values) if isinstance(v, torch.Tensor)]
 
 
-def die_with_parent(parent_pid: int) -> None:
-    """Have the kernel SIGKILL this process when the evaluator's process dies (Linux PR_SET_PDEATHSIG),
-    so a SIGKILLed harness leaves no child looping in candidate code past every limit (the limits are
-    the parent's to enforce). Exits at once if the parent is already gone."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent_pid:  # died before the line above took effect
-        os._exit(1)
-
-
 def confine(job: dict) -> dict | None:
     """Strict mode's OS sandbox (evaluator.sandbox) for an evaluation child: what holds, or why nothing
     does; None when it is not asked for (parity mode, problem checks, `sandbox=False`)."""
@@ -736,6 +723,7 @@ def confine(job: dict) -> dict | None:
 
 def main(argv: list[str]) -> None:
     die_with_parent(int(argv[4]))
+    supervise(close_fds=(int(argv[1]), int(argv[3])))  # what the candidate starts ends with the evaluation
     faulthandler.enable()  # a segfault prints the Python stack to the captured stderr
     chan = Channel(int(argv[1]), int(argv[3]))
     job_path = Path(argv[2])

@@ -221,3 +221,51 @@ def test_a_relative_or_home_build_dir_is_resolved_in_the_parent(tmp_path, monkey
     assert default_build_root() == tmp_path / "relbuild"
     monkeypatch.setenv("KB_BUILD_DIR", "~/kb-build")
     assert default_build_root() == (Path.home() / "kb-build").resolve()
+
+
+def _escapee_source(marker: str, hang: bool) -> str:
+    """The honest Triton ReLU, plus a process that leaves the session (setsid) and loses its parent (a
+    double fork), then runs `sleep <marker>`; with `hang`, forward then never returns."""
+    honest = (CANDIDATES / "triton_relu.py").read_text()
+    head = (f"import ctypes, time\nlibc = ctypes.CDLL(None)\nif libc.fork() == 0:\n    libc.setsid()\n"
+            f"    if libc.fork() == 0:\n        libc.execv(b'/bin/sleep', (ctypes.c_char_p * 3)(b'sleep', b'{marker}', None))\n"
+            f"    libc._exit(0)\n")  # fmt: skip (libc, not os: strict mode's audit hook stops os.fork)
+    if hang:
+        honest = honest.replace("    def forward(self, x", "    def forward(self, x, *_):\n        while True:\n"
+                                "            time.sleep(0.01)\n\n    def _unused(self, x", 1)  # fmt: skip
+    return head + honest
+
+
+def _running(marker: str) -> list[int]:
+    from evaluator.procs import process_table
+
+    found = []
+    for pid in process_table():
+        try:
+            if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+        except OSError:
+            pass
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+@pytest.mark.parametrize("strict,hang", [(False, False), (True, False), (False, True)])
+def test_a_process_that_double_forks_out_of_the_session_ends_with_the_evaluation(strict, hang):
+    """Found by the red team (fault_escape_process_group): killing the child's session did not reach a
+    process that called setsid and was reparented to init; it outlived the evaluation."""
+    marker = f"{4000 + os.getpid() % 1000}.{int(strict)}{int(hang)}"
+    src = _escapee_source(marker, hang)
+    limits = StageLimits(correctness_s=3) if hang else StageLimits()
+    r = evaluate(resolve_one("toy/relu"), src, EvalSettings(device="cpu", strict=strict, limits=limits))
+    leftover = _running(marker)
+    for pid in leftover:
+        os.kill(pid, 9)
+    assert not leftover, r.message
+    if hang:
+        assert r.status == Status.TIMEOUT, r.message
+    elif strict:
+        assert r.status == Status.REJECTED, r.message
+        assert r.strict["checks"]["processes"] == {"passed": False, "detail": "left 1 process(es) running"}
+    else:
+        assert r.status == Status.CORRECT, r.message
