@@ -146,6 +146,10 @@ class Evaluation:
         self.build_root = Path(job["build_root"])
         self.candidate_src = job["candidate"]
         self.device = torch.device(self.settings.device)
+        if self.device.type == "cuda" and self.device.index is not None:
+            # "cuda:N": make it the current device, where a candidate's device="cuda", .cuda(), Triton
+            # launches and load_inline kernels go (they otherwise ran on cuda:0 against cuda:N memory)
+            torch.cuda.set_device(self.device)
         self.dtype = getattr(torch, _DTYPES[self.settings.precision])
         self.atol, self.rtol = self.settings.tolerance
         self.candidate_file = str(self.workdir / "candidate.py")

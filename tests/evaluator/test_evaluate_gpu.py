@@ -63,3 +63,15 @@ def test_L1_95_reference_keeps_integer_targets(kb_dataset):
     r = run("torch_passthrough", "1/95", strict=False)  # plain PyTorch: strict mode would reject it
     assert r.status == Status.CORRECT, r.message
     assert r.profile is not None and not r.profile.custom_kernel_ran  # only library kernels ran
+
+
+@pytest.mark.parametrize("name", ["cuda_relu", "triton_relu"])
+def test_a_second_gpu_by_index_runs_the_kernels_there(kb_dataset, name):
+    """Found by the red-team table on 2 GPUs: with device cuda:1, the candidate's kernels ran on the
+    current device, cuda:0, against cuda:1's memory (illegal address; Triton: "cpu tensor?")."""
+    import torch
+
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    r = run(name, "1/19", device="cuda:1")
+    assert r.status == Status.CORRECT, r.message

@@ -2,10 +2,12 @@
 
 class: 2 timing-escape
 attack: the kernel runs on a cudaStreamNonBlocking stream, so events on the current stream do not wait
-  for it; the host returns right after the launch.
+  for it; the host returns right after the launch. Whether a correctness trial reads the output before
+  the side stream finished is a race: then it is incorrect, which also keeps its speed out of the score
+  (seen on the H200, 2026-11-30).
 problem: tests/redteam/problems/903_relu_rand_large.py
 expected: rejected
-accept: correct
+accept: correct, incorrect
 max_speedup: 3
 device: gpu
 slow: yes
