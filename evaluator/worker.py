@@ -469,11 +469,15 @@ class Evaluation:
             self.checks.record("timed_work_on_stream", wall.median_ms <= 2 * ev.median_ms + 0.1,
                                f"the host waited {wall.median_ms:.3f} ms per call for the device but the timed "
                                f"stream saw {ev.median_ms:.3f} ms: work escaped to another stream or thread")  # fmt: skip
-        # a replayed output costs next to nothing; honest calls vary by up to 2x on a loaded CPU under the
-        # Triton interpreter (measured: 172 vs 359 ms), far less on a GPU
+        # a replayed output costs next to nothing, in its every call; honest calls vary by up to 2x on a
+        # loaded CPU under the Triton interpreter (measured: 172 vs 359 ms), far less on a GPU, but another
+        # process on the GPU once slowed the fresh-value calls of an honest 26 us ReLU to a 52 us median
+        # (H200, 2026-11-30): so the medians, or else the fastest calls, must be within the floor
         floor = 0.5 if self.device.type == "cuda" else 0.1
-        self.checks.record("no_replay", info.candidate.median_ms >= floor * ev.median_ms,
-                           f"{info.candidate.median_ms:.4f} ms per call on repeated inputs but "
+        repeated = info.candidate
+        honest = repeated.median_ms >= floor * ev.median_ms or repeated.min_ms >= floor * ev.min_ms
+        self.checks.record("no_replay", honest,
+                           f"{repeated.median_ms:.4f} ms per call on repeated inputs but "
                            f"{ev.median_ms:.4f} ms on fresh values: outputs cached or replayed?")  # fmt: skip
         with self.torch.no_grad():
             expected = self.ref_model(*self.clone(inputs))
