@@ -84,12 +84,21 @@ def die_with_parent(parent_pid: int) -> None:
 
 
 def kill_descendants(deadline_s: float = 5.0) -> int:
-    """SIGKILL every process below this one and reap them, until none is left or `deadline_s` passes
-    (a process may still be forking while it is killed); returns how many were killed."""
+    """SIGKILL every process below this one, with the whole process group of each (other than this
+    one's own group), and reap them, until none is left or `deadline_s` passes; returns how many were
+    killed. Killing a group is one call for all its members, so a chain of processes that each fork and
+    exit (faster than /proc can be read) dies with it as long as it stays in one group."""
     killed: set[int] = set()
+    own_group = os.getpgrp()
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
-        below = descendants(os.getpid())
+        table = process_table()
+        below = descendants(os.getpid(), table)
+        for pgid in {table[p][1] for p in below if p in table} - {own_group}:
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         for pid in below:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -122,19 +131,31 @@ def supervise(close_fds: tuple[int, ...] = ()) -> None:
     child = os.fork()
     if child == 0:
         die_with_parent(me)
+        os.setpgid(0, 0)  # a group of its own, which `kill_descendants` can kill at once
         return
     for fd in close_fds:
         os.close(fd)
+
+    class _ParentDied(Exception):
+        pass
+
+    def _on_parent_death(signum, frame):
+        raise _ParentDied
+
+    # when the harness dies (even by SIGKILL), sweep before exiting: SIGTERM, not SIGKILL, from now on
+    signal.signal(signal.SIGTERM, _on_parent_death)
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     status = None
-    while status is None:
-        try:
-            pid, st = os.waitpid(-1, 0)  # reaps orphans reparented here as well
-        except ChildProcessError:
-            break
-        except InterruptedError:
-            continue
-        if pid == child:
-            status = st
+    try:
+        while status is None:
+            try:
+                pid, st = os.waitpid(-1, 0)  # reaps orphans reparented here as well
+            except ChildProcessError:
+                break
+            if pid == child:
+                status = st
+    except _ParentDied:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     n = kill_descendants()
     if n:
         os.write(2, ("\n" + SWEEP_LINE.format(n=n) + "\n").encode())

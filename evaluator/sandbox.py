@@ -18,8 +18,8 @@ Profile "narrow" (the default):
 * no device nodes anywhere;
 * (x86_64) no capabilities, and a seccomp filter: no chmod, chown, extended-attribute changes,
   io_uring, System V IPC, keyrings, setuid/setgid/sticky modes at creation, sockets but unconnected
-  AF_UNIX stream ones and socketpairs (connect() fails), typing into terminals (TIOCSTI), nor any i386 or
-  x32 system call.
+  AF_UNIX stream ones and socketpairs (connect() fails), typing into terminals (TIOCSTI), resource
+  limits of other processes (prlimit), nor any i386 or x32 system call.
 
 Profile "wide": Landlock as above but with all of /dev and /proc writable, all reads allowed, and no
 capability drop or seccomp filter. It is the configuration measured to let CUDA start on the H200
@@ -226,7 +226,8 @@ def restrict(writable: list[str | os.PathLike], profile: str = "narrow") -> dict
         os.close(ruleset)
     seccomp = narrow and _deny_metadata_and_inet(libc)
     tcp = "tcp denied" if abi >= 4 else "allowed (kernel too old)"
-    denied = "chmod, chown, xattr changes, setuid/setgid modes, io_uring, System V IPC and keyrings denied"
+    denied = ("chmod, chown, xattr changes, setuid/setgid modes, io_uring, System V IPC, keyrings and other "
+              "processes' resource limits denied")
     return {
         "profile": profile,
         "landlock_abi": abi,
@@ -249,7 +250,8 @@ def restrict(writable: list[str | os.PathLike], profile: str = "narrow") -> dict
 #   openat2 gets ENOSYS, so callers fall back to openat;
 #   every socket other than a connection-oriented AF_UNIX one, and every connect(): no network, and no
 #   UNIX socket by path (socketpair within the process stays);
-#   the TIOCSTI and TIOCLINUX ioctls (typing into another terminal).
+#   the TIOCSTI and TIOCLINUX ioctls (typing into another terminal);
+#   prlimit64 on any process but itself (pid 0).
 _AUDIT_ARCH_X86_64 = 0xC000003E
 _DENY_ALWAYS = (
     92, 93, 94, 260,  # chown, fchown, lchown, fchownat
@@ -274,6 +276,8 @@ _SOCKET_FAMILY: int | None = 1  # AF_UNIX (None: any; the tests use it)
 _SOCKET_TYPES: tuple[int, ...] | None = (1, 5)
 _CONNECT_ERRNO: int | None = 2  # ENOENT (None: allowed)
 _IOCTL, _TTY_INJECT = 16, (0x5412, 0x541C)  # ioctl; TIOCSTI, TIOCLINUX
+_PRLIMIT64 = 302  # on another process (same uid: Landlock does not hold it): a file-size limit of 0 on
+# the harness stopped it writing its results
 _SPECIAL_BITS = 0o7000
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
 _RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
@@ -316,6 +320,7 @@ def _seccomp_program() -> list[tuple[int, int, int, int]]:
         prog += [[JEQ, 0, 3, nr], arg(i), [JSET, DENY, 0, _SPECIAL_BITS], allow]
     for nr, (flags, mode) in _OPEN_ARGS.items():
         prog += [[JEQ, 0, 5, nr], arg(flags), [JSET, 0, 2, _CREATING], arg(mode), [JSET, DENY, 0, _SPECIAL_BITS], allow]
+    prog += [[JEQ, 0, 3, _PRLIMIT64], arg(0), [JEQ, 0, DENY, 0], allow]  # pid 0 (itself) only
     for nr in (_SOCKET, _SOCKETPAIR):
         family = [] if _SOCKET_FAMILY is None else [arg(0), [JEQ, 0, DENY, _SOCKET_FAMILY]]
         types = [] if _SOCKET_TYPES is None else [arg(1), [AND, 0, 0, 0xF]] + [

@@ -66,6 +66,9 @@ PROBE = textwrap.dedent(
     attempt("unix_connect", unix_connect)
     attempt("socketpair", lambda: [x.close() for x in socket.socketpair()])
     attempt("read_outside", lambda: open(os.path.join(out_dir, "keep.txt")).read())
+    import resource
+    attempt("prlimit_parent", lambda: resource.prlimit(os.getppid(), resource.RLIMIT_CORE, resource.prlimit(os.getppid(), resource.RLIMIT_CORE)))
+    attempt("prlimit_self", lambda: resource.prlimit(0, resource.RLIMIT_CORE, resource.getrlimit(resource.RLIMIT_CORE)))
     def sysv_shm():  # IPC_PRIVATE, IPC_CREAT | 0600: a segment that would outlive the process
         if ctypes.CDLL(None).shmget(0, 4096, 0o1000 | 0o600) < 0:
             raise OSError("shmget refused")
@@ -124,9 +127,9 @@ def test_restrict_holds_python_native_code_threads_subprocesses_tcp_and_signals(
     assert not Path("/dev/shm/kb_sandbox_probe").exists()
     if got["info"]["metadata"] != "not restricted":  # the seccomp filter (x86_64)
         for key in ("chmod_setuid_outside", "chown_outside", "udp_socket", "netlink_socket", "setuid_by_create",
-                    "unix_dgram", "unix_connect", "chmod_plain_inside", "read_outside", "sysv_shm"):
+                    "unix_dgram", "unix_connect", "chmod_plain_inside", "read_outside", "sysv_shm", "prlimit_parent"):
             assert got[key] != "done", key
-        assert got["socketpair"] == got["unix_seqpacket"] == "done"
+        assert got["socketpair"] == got["unix_seqpacket"] == got["prlimit_self"] == "done"
         assert not [a for a in accepted if a[0].family == socket.AF_UNIX]
         assert got["io_uring_setup"] == -1 and int(got["cap_eff"], 16) == 0
         assert not (ok_dir / "s").exists()
