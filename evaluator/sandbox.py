@@ -447,7 +447,7 @@ def choose_profile(writable: list[str], cache_dir: str | os.PathLike, timeout_s:
     return known[key]
 
 
-_PROBE_VERSION = 5  # bump when the narrow profile changes, so machines probe it again
+_PROBE_VERSION = 6  # bump when the narrow profile changes, so machines probe it again
 
 if __name__ == "__main__" and len(sys.argv) > 2 and sys.argv[1] == "probe":
     _probe_main(sys.argv[2], sys.argv[3:])
