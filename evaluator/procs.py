@@ -5,7 +5,8 @@ group. A process that leaves both (`setsid`) and loses its parent (a double fork
 init and outlive the evaluation, keeping GPU memory and compute. So on Linux the child splits in two as
 it starts (`supervise`): the parent half runs no candidate code and is a child subreaper
 (PR_SET_CHILD_SUBREAPER, prctl(2)): every orphan below it is reparented to it, not to init. When the
-evaluation half exits, it kills every process still below it and exits as the evaluation half did.
+evaluation half exits, it kills every process still below it, until the kernel says it has no child
+left, and exits as the evaluation half did.
 Under strict mode's sandbox (Landlock scopes signals, Linux 6.12+) the candidate cannot signal it.
 
 Process tables are read from /proc (Linux); elsewhere they are empty and `supervise` does nothing.
@@ -83,37 +84,58 @@ def die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
-def kill_descendants(deadline_s: float = 5.0) -> int:
-    """SIGKILL every process below this one, with the whole process group of each (other than this
-    one's own group), and reap them, until none is left or `deadline_s` passes; returns how many were
-    killed. Killing a group is one call for all its members, so a chain of processes that each fork and
-    exit (faster than /proc can be read) dies with it as long as it stays in one group."""
+def _children() -> list[int]:
+    """This process's children, from the kernel's own list (/proc/self/task/TID/children): one short
+    read, where a scan of /proc misses a process that forks and exits while it runs."""
+    out = []
+    for task in os.listdir("/proc/self/task"):
+        try:
+            out += [int(p) for p in Path(f"/proc/self/task/{task}/children").read_text().split()]
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+def _kill(pid: int, killed: set[int]) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+        killed.add(pid)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def kill_descendants(deadline_s: float = 10.0) -> int:
+    """SIGKILL every process below this one (a subreaper: orphans below it are reparented to it) and
+    reap them, until it has no child left, alive or zombie, or `deadline_s` passes; returns how many
+    were killed. A chain of processes that each fork and exit lives shorter than a scan of /proc takes,
+    so the children are also read from the kernel's list, and every process group seen is killed whole
+    (one call for all its members) at each round."""
     killed: set[int] = set()
+    groups: set[int] = set()
     own_group = os.getpgrp()
     end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
+    while True:
+        for pid in _children():
+            _kill(pid, killed)
         table = process_table()
         below = descendants(os.getpid(), table)
-        for pgid in {table[p][1] for p in below if p in table} - {own_group}:
+        groups |= {table[p][1] for p in below} - {own_group}
+        for pgid in list(groups):
             try:
                 os.killpg(pgid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
+            except ProcessLookupError:
+                groups.discard(pgid)
+            except PermissionError:
                 pass
         for pid in below:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed.add(pid)
-            except (ProcessLookupError, PermissionError):
-                pass
+            _kill(pid, killed)
         try:  # reap: killed children, and the orphans of killed ones (reparented here)
             while os.waitpid(-1, os.WNOHANG)[0] > 0:
                 pass
-        except ChildProcessError:
-            if not below:
-                break
-        if not below:
+        except ChildProcessError:  # no child at all: nothing is left below
             break
-        time.sleep(0.01)
+        if time.monotonic() > end:
+            break
     return len(killed)
 
 

@@ -272,16 +272,16 @@ def test_a_process_that_double_forks_out_of_the_session_ends_with_the_evaluation
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
-@pytest.mark.xfail(reason="known hole: a chain that forks and exits can still outrun the sweep at times; the fix "
-                   "is a PID namespace, or kill(-1) from inside the Landlock domain", strict=False)  # fmt: skip
-def test_a_chain_of_processes_that_fork_and_exit_is_killed_with_its_group():
+@pytest.mark.parametrize("new_session", ["once", "every_generation"])
+def test_a_chain_of_processes_that_fork_and_exit_is_killed(new_session):
     """Found by a new-user pass: a process that leaves the session, then forks and exits in a loop (each
-    generation lives less than a /proc scan), outran the sweep and was reparented to init."""
+    generation lives shorter than a scan of /proc), outran the sweep and was reparented to init."""
     import sys
 
-    marker = f"chain{os.getpid()}"
+    marker = f"chain{os.getpid()}{new_session}"
+    setsid = "    os.setsid()\n" if new_session == "every_generation" else ""
     chain = ("import os, time\nos.setsid()\nt = time.time()\nwhile time.time() - t < 8:\n    if os.fork():\n"
-             f"        os._exit(0)\nos.execv('/bin/sleep', ['sleep', '9999', '{marker}'])\n")  # fmt: skip
+             f"        os._exit(0)\n{setsid}os.execv('/bin/sleep', ['sleep', '9999', '{marker}'])\n")  # fmt: skip
     head = (f"import ctypes\nlibc = ctypes.CDLL(None)\nif libc.fork() == 0:\n    argv = [{sys.executable!r}, '-c', {chain!r}]\n"
             "    libc.execv(argv[0].encode(), (ctypes.c_char_p * 4)(*[a.encode() for a in argv], None))\n"
             "    libc._exit(127)\n")  # fmt: skip
