@@ -115,6 +115,12 @@ def kill_descendants(deadline_s: float = 10.0) -> int:
     own_group = os.getpgrp()
     end = time.monotonic() + deadline_s
     while True:
+        before = len(killed)
+        try:  # reap first: a zombie is not a process left running (killing one succeeds)
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        except ChildProcessError:
+            break
         for pid in _children():
             _kill(pid, killed)
         table = process_table()
@@ -136,6 +142,8 @@ def kill_descendants(deadline_s: float = 10.0) -> int:
             break
         if time.monotonic() > end:
             break
+        if len(killed) == before:  # only the unkillable (uninterruptible sleep) are left: do not spin
+            time.sleep(0.005)
     return len(killed)
 
 

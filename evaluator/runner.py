@@ -150,7 +150,8 @@ def _kill_group(proc: subprocess.Popen) -> None:
     """Kill every process the child started: its process group, the rest of its session (ninja starts
     each compiler command in a process group of its own) and whatever is below it. The child itself goes
     last: on Linux it is the supervising half (`evaluator.procs.supervise`), which then kills what left
-    the session and lost its parent, and exits; it is killed if it has not within 5 s."""
+    the session and lost its parent, and exits; it is killed if it has not within 15 s (its sweep
+    gives up after 10 s)."""
     for _ in range(50):  # a dying ninja may still be starting a compiler: sweep until none is left
         members = [p for p in group_members(proc.pid) if p != proc.pid]
         if not members:
@@ -162,7 +163,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
                 pass
         time.sleep(0.02)
     try:
-        proc.wait(timeout=5)
+        proc.wait(timeout=15)
     except subprocess.TimeoutExpired:
         try:
             os.killpg(proc.pid, signal.SIGKILL)
