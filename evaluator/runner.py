@@ -227,7 +227,7 @@ def evaluate(problem: Problem, candidate_source: str, settings: EvalSettings) ->
             hint = f" (a limit set with --stage-limits {_LIMIT_NAMES[stage]}=SECONDS)"
         elif stage != "build":
             hint = (" (the Triton interpreter is slow: on --device cpu use small problems such as toy/relu)"
-                    if settings.device == "cpu" else " (a hang or an infinite loop in a kernel?)")  # fmt: skip
+                    if settings.device == "cpu" and problem.level != 0 else " (a hang or an infinite loop?)")  # fmt: skip
         result.message = f"the {stage} stage ran past its {stage_limit[stage]:g} s limit and was killed{hint}"
     elif done is None:
         result.status = Status.RUNTIME_ERROR
@@ -238,6 +238,10 @@ def evaluate(problem: Problem, candidate_source: str, settings: EvalSettings) ->
     else:
         result.status = Status(done["status"])
         result.message = done["message"]
+        failed = [f"- {name}: {c['detail']}" for name, c in ((result.strict or {}).get("checks") or {}).items()
+                  if not c.get("passed") and c.get("detail")]  # fmt: skip
+        if child.forged and failed:  # what else strict mode saw: the likelier cause
+            result.message += "\nstrict mode's checks also failed:\n" + "\n".join(failed)
     result.backend = result.compile.backend or result.backend  # what the candidate is, not what was asked
     parity_correct = result.status == Status.CORRECT or (
         result.strict is not None and result.strict.get("parity_status") == str(Status.CORRECT)
@@ -273,6 +277,7 @@ class ChildOutcome:
     stdout: str
     stderr: str
     leftovers: int  # processes still running after the verdict (killed since)
+    forged: int = 0  # lines on the result channel that were not the evaluator's
 
 
 def run_child(
@@ -335,7 +340,7 @@ def run_child(
     # processes still running after the verdict: the supervising half killed them, and said how many last
     swept = _SWEPT.findall(err[-4096:])
     leftovers = int(swept[-1]) if done is not None and swept else 0
-    return ChildOutcome(done, stage, timed_out, memory_stage, proc.returncode, out, err, leftovers)
+    return ChildOutcome(done, stage, timed_out, memory_stage, proc.returncode, out, err, leftovers, forged)
 
 
 _SWEPT = re.compile(re.escape(SWEEP_LINE).replace(r"\{n\}", r"(\d+)"))

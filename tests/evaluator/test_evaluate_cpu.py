@@ -328,3 +328,12 @@ def test_what_the_candidate_started_dies_with_a_killed_harness(tmp_path):
         for pid in _running(marker):
             os.kill(pid, 9)
     assert not leftover
+
+
+def test_a_forked_copy_of_the_evaluator_is_rejected_with_what_strict_mode_saw():
+    """Found by a new-user pass: a libc fork at import left a copy of the evaluator running the
+    evaluation too; the verdict named only the forged channel lines, not the process strict mode saw."""
+    head = "import ctypes, os\nif ctypes.CDLL(None).fork() == 0:\n    os.system('true')\n"
+    r = evaluate(resolve_one("toy/relu"), head + (CANDIDATES / "triton_relu.py").read_text(), EvalSettings(device="cpu"))
+    assert r.status == Status.REJECTED and "private result channel" in r.message, r.message
+    assert "strict mode's checks also failed:\n- side_effects:" in r.message, r.message
