@@ -330,10 +330,14 @@ def test_what_the_candidate_started_dies_with_a_killed_harness(tmp_path):
     assert not leftover
 
 
-def test_a_forked_copy_of_the_evaluator_is_rejected_with_what_strict_mode_saw():
+def test_forged_channel_lines_are_rejected_with_what_strict_mode_also_saw():
     """Found by a new-user pass: a libc fork at import left a copy of the evaluator running the
-    evaluation too; the verdict named only the forged channel lines, not the process strict mode saw."""
-    head = "import ctypes, os\nif ctypes.CDLL(None).fork() == 0:\n    os.system('true')\n"
+    evaluation too; the verdict named only the forged channel lines, not the process strict mode saw.
+    (Here, deterministically: a process started, and a line written to every pipe, the channel among them.)"""
+    head = ("import os, stat\ntry:\n    os.system('true')\nexcept Exception:\n    pass\n"
+            "for fd in map(int, os.listdir('/proc/self/fd')):\n"
+            "    try:\n        if fd > 2 and stat.S_ISFIFO(os.fstat(fd).st_mode):\n"
+            "            os.write(fd, b'not the evaluator\\n')\n    except OSError:\n        pass\n")  # fmt: skip
     r = evaluate(resolve_one("toy/relu"), head + (CANDIDATES / "triton_relu.py").read_text(), EvalSettings(device="cpu"))
     assert r.status == Status.REJECTED and "private result channel" in r.message, r.message
     assert "strict mode's checks also failed:\n- side_effects:" in r.message, r.message
