@@ -26,7 +26,8 @@ SWEEP_LINE = "kb-agent: killed {n} process(es) the evaluation left running"  # o
 
 
 def process_table() -> dict[int, tuple[int, int, int]]:
-    """{pid: (ppid, process group, session)} of every live (non-zombie) process, from /proc/PID/stat."""
+    """{pid: (ppid, process group, session)} of every live process (not a zombie, unless threads of it
+    still run), from /proc/PID/stat."""
     table = {}
     for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
         if not entry.isdigit():
@@ -34,7 +35,8 @@ def process_table() -> dict[int, tuple[int, int, int]]:
         try:
             stat = Path(f"/proc/{entry}/stat").read_text()
             fields = stat[stat.rindex(")") + 2 :].split()  # state ppid pgrp session ...
-            if fields[0] != "Z":
+            # a zombie main thread whose other threads still run (it called pthread_exit) is alive
+            if fields[0] != "Z" or len(os.listdir(f"/proc/{entry}/task")) > 1:
                 table[int(entry)] = (int(fields[1]), int(fields[2]), int(fields[3]))
         except (OSError, ValueError, IndexError):
             continue
@@ -63,15 +65,30 @@ def group_members(leader: int) -> list[int]:
     return sorted(members | set(descendants(leader, table)))
 
 
-def group_rss_bytes(leader: int) -> int:
-    """Resident memory of `group_members(leader)`, bytes (/proc/PID/statm)."""
-    total = 0
-    for pid in group_members(leader):
+def _resident_pages(pid: int) -> int:
+    """Resident pages of process `pid` (/proc/PID/statm); read through a live thread's entry where the
+    main thread has exited (its own shows none)."""
+    pages = 0
+    for path in [f"/proc/{pid}/statm"] + [f"/proc/{pid}/task/{t}/statm" for t in _listdir(f"/proc/{pid}/task")]:
         try:
-            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            pages = max(pages, int(Path(path).read_text().split()[1]))
         except (OSError, ValueError, IndexError):
             continue
-    return total
+        if pages:
+            break
+    return pages
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def group_rss_bytes(leader: int) -> int:
+    """Resident memory of `group_members(leader)`, bytes (/proc/PID/statm)."""
+    return sum(_resident_pages(pid) for pid in group_members(leader)) * os.sysconf("SC_PAGE_SIZE")
 
 
 def die_with_parent(parent_pid: int) -> None:
@@ -147,19 +164,25 @@ def kill_descendants(deadline_s: float = 10.0) -> int:
     return len(killed)
 
 
-def supervise(close_fds: tuple[int, ...] = ()) -> None:
+def supervise(close_fds: tuple[int, ...] = (), report_fd: int | None = None) -> None:
     """Split this process (Linux; see the module docstring). Returns only in the evaluation half, whose
     parent is the supervising half; that half closes `close_fds` (the result channel's descriptors:
-    the parent reads until every writer has closed it), waits, kills what is left below it, writes
-    `SWEEP_LINE` to stderr if it killed any, and exits as the evaluation half did. Call it before
-    anything starts a thread. Does nothing where PR_SET_CHILD_SUBREAPER is not available."""
-    if not sys.platform.startswith("linux"):
-        return
-    if ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+    the parent reads until every writer has closed it), waits, kills what is left below it, writes how
+    many to `report_fd` (a pipe to the parent that the evaluation half closes at once: the candidate
+    shares stderr, and can move its write position) and `SWEEP_LINE` to stderr if any, and exits as
+    the evaluation half did. Call it before anything starts a thread. Does nothing where
+    PR_SET_CHILD_SUBREAPER is not available."""
+    if not sys.platform.startswith("linux") or (
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0
+    ):
+        if report_fd is not None:
+            os.close(report_fd)
         return
     me = os.getpid()
     child = os.fork()
     if child == 0:
+        if report_fd is not None:
+            os.close(report_fd)
         die_with_parent(me)
         os.setpgid(0, 0)  # a group of its own, which `kill_descendants` can kill at once
         return
@@ -187,10 +210,14 @@ def supervise(close_fds: tuple[int, ...] = ()) -> None:
     except _ParentDied:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     n = kill_descendants()
+    if report_fd is not None:
+        os.write(report_fd, str(n).encode())
+        os.close(report_fd)
     if n:
         os.write(2, ("\n" + SWEEP_LINE.format(n=n) + "\n").encode())
     if status is not None and os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        signal.signal(sig, signal.SIG_DFL)
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):  # those two have no handler to reset
+            signal.signal(sig, signal.SIG_DFL)
         os.kill(os.getpid(), sig)
     os._exit(os.WEXITSTATUS(status) if status is not None and os.WIFEXITED(status) else 1)

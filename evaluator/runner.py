@@ -27,7 +27,7 @@ import threading
 import time
 from pathlib import Path
 
-from evaluator.procs import SWEEP_LINE, group_members, group_rss_bytes
+from evaluator.procs import group_members, group_rss_bytes
 from evaluator.result import (
     CHECK_FLAGS,
     CompileInfo,
@@ -291,24 +291,27 @@ def run_child(
     out_path, err_path = workdir / "stdout.txt", workdir / "stderr.txt"
     r_fd, w_fd = os.pipe()
     key_r, key_w = os.pipe()
+    sweep_r, sweep_w = os.pipe()  # the supervising half's count of processes left running (procs.supervise)
     key = secrets.token_bytes(32)
     memory_stage = None
     out_f, err_f = open(out_path, "w+b"), open(err_path, "w+b")  # read back through these, never by name
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "evaluator.worker", str(w_fd), str(job_path), str(key_r), str(os.getpid())],
+            [sys.executable, "-m", "evaluator.worker", str(w_fd), str(job_path), str(key_r), str(os.getpid()),
+             str(sweep_w)],
             cwd=workdir,
             env=child_env(settings, workdir, build_root),
             stdin=subprocess.DEVNULL,
             stdout=out_f,
             stderr=err_f,
-            pass_fds=(w_fd, key_r),
+            pass_fds=(w_fd, key_r, sweep_w),
             start_new_session=True,  # its own session and process group: killpg reaches everything
         )
         with _LIVE_LOCK:
             _LIVE.add(proc)
         os.close(w_fd)
         os.close(key_r)
+        os.close(sweep_w)
         os.write(key_w, key)
         os.close(key_w)
         try:
@@ -321,6 +324,7 @@ def run_child(
             _kill_group(proc)
             out_f.close()
             err_f.close()
+            os.close(sweep_r)
             raise
     finally:
         os.close(r_fd)
@@ -337,13 +341,17 @@ def run_child(
                            "the evaluator's (a candidate must not write to the evaluator's file descriptors)"}  # fmt: skip
     with out_f, err_f:
         out, err = _read(out_f, settings.max_output_chars), _read(err_f, settings.max_output_chars)
-    # processes still running after the verdict: the supervising half killed them, and said how many last
-    swept = _SWEPT.findall(err[-4096:])
-    leftovers = int(swept[-1]) if done is not None and swept else 0
+    # processes still running after the verdict: the supervising half killed them, and says how many
+    # on its own pipe (not stderr: the candidate's processes share that file and its write position)
+    os.set_blocking(sweep_r, False)
+    try:
+        swept = os.read(sweep_r, 64).decode(errors="replace").strip()
+    except BlockingIOError:  # still held open: the supervising half did not finish
+        swept = ""
+    finally:
+        os.close(sweep_r)
+    leftovers = int(swept) if done is not None and swept.isdigit() else 0
     return ChildOutcome(done, stage, timed_out, memory_stage, proc.returncode, out, err, leftovers, forged)
-
-
-_SWEPT = re.compile(re.escape(SWEEP_LINE).replace(r"\{n\}", r"(\d+)"))
 
 
 class MemoryExceeded(Exception):

@@ -32,6 +32,7 @@ import ast
 import contextlib
 import os
 import re
+import shutil
 import sys
 import sysconfig
 import threading
@@ -188,11 +189,15 @@ class SideEffectMonitor:
             if writing and not self._allowed(path):
                 self._block(f"wrote {path}")
         elif event in ("subprocess.Popen", "os.posix_spawn", "os.exec"):
-            exe = args[0] if args else ""
+            exe = os.fsdecode(args[0]) if args and args[0] else ""
             argv = args[1] if len(args) > 1 else None
-            name = os.path.basename(os.fsdecode(argv[0] if argv else exe) if (argv or exe) else "")
-            if name not in _ALLOWED_TOOLS:
-                self._block(f"started a process ({name or exe})")
+            name = os.path.basename(os.fsdecode(argv[0])) if argv else ""
+            # the program that runs is `exe` (argv[0] is only its name for itself: "gcc" may be python), and
+            # one the candidate wrote (in its own folders) is no compiler whatever its name
+            where = exe if os.sep in exe else (shutil.which(exe) or exe)
+            if {os.path.basename(exe) or name, name or os.path.basename(exe)} - _ALLOWED_TOOLS or (
+                    os.sep in where and self._allowed(os.path.realpath(where))):  # fmt: skip
+                self._block(f"started a process ({exe or name})")
         elif event in ("os.system", "os.fork", "os.forkpty", "pty.spawn"):
             self._block(f"{event}")
         elif event in ("socket.connect", "socket.bind", "socket.sendto", "socket.getaddrinfo"):

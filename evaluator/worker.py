@@ -731,7 +731,8 @@ def confine(job: dict) -> dict | None:
 
 def main(argv: list[str]) -> None:
     die_with_parent(int(argv[4]))
-    supervise(close_fds=(int(argv[1]), int(argv[3])))  # what the candidate starts ends with the evaluation
+    # what the candidate starts ends with the evaluation
+    supervise(close_fds=(int(argv[1]), int(argv[3])), report_fd=int(argv[5]) if len(argv) > 5 else None)
     faulthandler.enable()  # a segfault prints the Python stack to the captured stderr
     chan = Channel(int(argv[1]), int(argv[3]))
     job_path = Path(argv[2])

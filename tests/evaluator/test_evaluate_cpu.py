@@ -102,6 +102,9 @@ def test_hang_times_out_and_the_group_is_killed():
     assert r.status == Status.TIMEOUT
     assert "correctness stage ran past its 0.5 s limit" in r.message
     assert time.perf_counter() - t0 < 20
+    # found by a new-user pass: the supervising half re-raised SIGKILL through signal.signal, which
+    # refuses it, and its traceback went to the stderr the model reads
+    assert "procs.py" not in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
 
 
 def test_candidate_output_is_captured_not_parsed(tmp_path):
@@ -341,3 +344,49 @@ def test_forged_channel_lines_are_rejected_with_what_strict_mode_also_saw():
     r = evaluate(resolve_one("toy/relu"), head + (CANDIDATES / "triton_relu.py").read_text(), EvalSettings(device="cpu"))
     assert r.status == Status.REJECTED and "private result channel" in r.message, r.message
     assert "strict mode's checks also failed:\n- side_effects:" in r.message, r.message
+
+
+def test_the_count_of_processes_left_running_cannot_be_hidden_in_stderr():
+    """Found by a new-user pass: the count came back as the last line of the child's stderr, which
+    the candidate's processes share, write position included: one that kept seeking it into the middle
+    made the line land in the part cut from a long output, and the verdict was correct."""
+    head = ("import ctypes, os, time\nos.write(2, b'x' * 40000 + b'\\n')\n"
+            "if ctypes.CDLL(None).fork() == 0:\n    while True:\n        os.lseek(2, 10000, os.SEEK_SET)\n"
+            "        time.sleep(0.001)\n")  # fmt: skip
+    r = evaluate(resolve_one("toy/relu"), head + (CANDIDATES / "triton_relu.py").read_text(), EvalSettings(device="cpu"))
+    assert r.status == Status.REJECTED, r.message
+    assert r.strict["checks"]["processes"] == {"passed": False, "detail": "left 1 process(es) running"}
+
+
+def test_a_program_named_like_a_compiler_is_judged_by_what_runs():
+    """Found by a new-user pass: strict mode named a process by its argv[0], so Popen(["gcc", ...],
+    executable=python) ran any program unflagged."""
+    head = "import subprocess, sys\nsubprocess.run(['gcc', '-c', 'pass'], executable=sys.executable)\n"
+    r = evaluate(resolve_one("toy/relu"), head + (CANDIDATES / "triton_relu.py").read_text(), EvalSettings(device="cpu"))
+    assert r.status != Status.CORRECT and "started a process" in r.message, r.message
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_a_process_whose_main_thread_exited_still_counts(tmp_path):
+    """Found by a new-user pass: a process whose main thread called pthread_exit shows as a zombie in
+    /proc/PID/stat while its other threads run; it was left out of the memory limit's sum."""
+    import subprocess
+    import sys
+
+    from evaluator.procs import _resident_pages, group_members
+
+    code = ("import ctypes, threading, time\nbuf = []\n"
+            "threading.Thread(target=lambda: (buf.append(b'\\x01' * (200 << 20)), time.sleep(30))).start()\n"
+            "time.sleep(1)\nprint('ready', flush=True)\nctypes.CDLL(None).pthread_exit(None)\n")  # fmt: skip
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        assert p.stdout.readline().strip() == b"ready"
+        for _ in range(50):  # until the main thread is a zombie
+            if Path(f"/proc/{p.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+            time.sleep(0.05)
+        assert p.pid in group_members(p.pid)
+        assert _resident_pages(p.pid) * os.sysconf("SC_PAGE_SIZE") > 150 << 20
+    finally:
+        p.kill()
+        p.wait()
