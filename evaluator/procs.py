@@ -69,7 +69,7 @@ def _resident_pages(pid: int) -> int:
     """Resident pages of process `pid` (/proc/PID/statm); read through a live thread's entry where the
     main thread has exited (its own shows none)."""
     pages = 0
-    for path in [f"/proc/{pid}/statm"] + [f"/proc/{pid}/task/{t}/statm" for t in _listdir(f"/proc/{pid}/task")]:
+    for path in [f"/proc/{pid}/statm"] + [f"/proc/{pid}/task/{t}/statm" for t in listdir(f"/proc/{pid}/task")]:
         try:
             pages = max(pages, int(Path(path).read_text().split()[1]))
         except (OSError, ValueError, IndexError):
@@ -79,9 +79,10 @@ def _resident_pages(pid: int) -> int:
     return pages
 
 
-def _listdir(path: str) -> list[str]:
+def listdir(path: str) -> list[str]:
+    """The sorted entries of folder `path`; none where it cannot be read."""
     try:
-        return os.listdir(path)
+        return sorted(os.listdir(path))
     except OSError:
         return []
 
@@ -121,6 +122,17 @@ def _kill(pid: int, killed: set[int]) -> None:
         pass
 
 
+def _reap() -> bool:
+    """Reap every child that has exited; False when this process has no child at all, alive or not
+    (then nothing is left below it)."""
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        return False
+    return True
+
+
 def kill_descendants(deadline_s: float = 10.0) -> int:
     """SIGKILL every process below this one (a subreaper: orphans below it are reparented to it) and
     reap them, until it has no child left, alive or zombie, or `deadline_s` passes; returns how many
@@ -133,10 +145,7 @@ def kill_descendants(deadline_s: float = 10.0) -> int:
     end = time.monotonic() + deadline_s
     while True:
         before = len(killed)
-        try:  # reap first: a zombie is not a process left running (killing one succeeds)
-            while os.waitpid(-1, os.WNOHANG)[0] > 0:
-                pass
-        except ChildProcessError:
+        if not _reap():  # reaped first: a zombie is not a process left running (killing one succeeds)
             break
         for pid in _children():
             _kill(pid, killed)
@@ -152,10 +161,7 @@ def kill_descendants(deadline_s: float = 10.0) -> int:
                 pass
         for pid in below:
             _kill(pid, killed)
-        try:  # reap: killed children, and the orphans of killed ones (reparented here)
-            while os.waitpid(-1, os.WNOHANG)[0] > 0:
-                pass
-        except ChildProcessError:  # no child at all: nothing is left below
+        if not _reap():  # killed children, and the orphans of killed ones (reparented here)
             break
         if time.monotonic() > end:
             break

@@ -43,6 +43,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from evaluator.procs import listdir
+
 # syscall numbers: the same in the unified table of x86_64, aarch64 and the other 64-bit Linux ports
 _NR_CREATE_RULESET, _NR_ADD_RULE, _NR_RESTRICT_SELF = 444, 445, 446
 _CREATE_RULESET_VERSION = 1 << 0
@@ -115,18 +117,11 @@ def landlock_abi() -> int:
         return 0
 
 
-def _listdir(path: str) -> list[str]:
-    try:
-        return sorted(os.listdir(path))
-    except OSError:
-        return []
-
-
 def _writable_devices() -> list[str]:
     """The device files a GPU evaluation reads and writes: the null-like ones and NVIDIA's (no /dev/shm:
     files there outlive the evaluation, a channel to the next one; no terminals)."""
     found = [f"/dev/{n}" for n in ("null", "zero", "full", "random", "urandom")]
-    found += [f"/dev/{n}" for n in _listdir("/dev") if n.startswith("nvidia")]
+    found += [f"/dev/{n}" for n in listdir("/dev") if n.startswith("nvidia")]
     return [p for p in found if os.path.exists(p)]
 
 
@@ -142,8 +137,8 @@ def _readable_roots() -> list[str]:
     site-packages), and the CUDA toolkit. Not: home folders, /tmp (other evaluations' candidates),
     /root, /var, /run (sockets), other device files (terminals)."""
     out = list(_SYSTEM)
-    out += [f"/etc/{e}" for e in _listdir("/etc") if e not in _ETC_SECRETS]
-    out += [f"/proc/{e}" for e in _listdir("/proc") if not e.isdigit() and e not in _PROC_HIDDEN]
+    out += [f"/etc/{e}" for e in listdir("/etc") if e not in _ETC_SECRETS]
+    out += [f"/proc/{e}" for e in listdir("/proc") if not e.isdigit() and e not in _PROC_HIDDEN]
     out += [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
     out += [p for p in sys.path if p] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     for var in ("CUDA_HOME", "CUDA_PATH"):

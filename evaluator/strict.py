@@ -195,8 +195,8 @@ class SideEffectMonitor:
             # the program that runs is `exe` (argv[0] is only its name for itself: "gcc" may be python), and
             # one the candidate wrote (in its own folders) is no compiler whatever its name
             where = exe if os.sep in exe else (shutil.which(exe) or exe)
-            if {os.path.basename(exe) or name, name or os.path.basename(exe)} - _ALLOWED_TOOLS or (
-                    os.sep in where and self._allowed(os.path.realpath(where))):  # fmt: skip
+            names = {os.path.basename(exe), name} - {""} or {""}
+            if names - _ALLOWED_TOOLS or (os.sep in where and self._allowed(os.path.realpath(where))):
                 self._block(f"started a process ({exe or name})")
         elif event in ("os.system", "os.fork", "os.forkpty", "pty.spawn"):
             self._block(f"{event}")

@@ -123,6 +123,11 @@ def _describe_exception(e: BaseException, source_file: str, limit: int, label: s
 _DENIED = re.compile(r"permission denied|operation not permitted|errno 1[^0-9]|errno 13|strerror: perm", re.I)
 
 
+def _sandbox_held(record: dict | None) -> bool:
+    """Whether `confine`'s record says the sandbox was applied (not off, not unavailable)."""
+    return "landlock_abi" in (record or {})
+
+
 def _is_triton_compile_error(e: BaseException) -> bool:
     names = {c.__name__ for c in type(e).__mro__}
     return bool(names & {"CompilationError", "CompileTimeAssertionFailure", "InterpreterError"})
@@ -494,9 +499,9 @@ class Evaluation:
     def explain(self, e: BaseException) -> str:
         """`describe_exception` for the candidate, plus what the sandbox allows when it refused the call."""
         text = describe_exception(e, self.candidate_file)
-        if "landlock_abi" in (self.strict_info.get("sandbox") or {}) and _DENIED.search(text):
+        if _sandbox_held(self.strict_info.get("sandbox")) and _DENIED.search(text):
             text += ("\n  (strict mode's sandbox: files may be written only in the working directory, $TMPDIR and "
-                     "the build cache; no sockets, no signals to other processes)")  # fmt: skip
+                     "the build cache; no network, no signals to other processes)")  # fmt: skip
         return text
 
     def check_correctness(self) -> None:
@@ -751,7 +756,7 @@ def main(argv: list[str]) -> None:
             Evaluation(job, chan).run()
     except BaseException as e:  # noqa: BLE001 - the evaluator's own failure must still reach the parent
         message = "evaluation failed: " + describe_exception(e, "")
-        if "landlock_abi" in (job.get("sandbox") or {}) and re.search(r"cudaGetDeviceCount|Error 304|cuInit", message):
+        if _sandbox_held(job.get("sandbox")) and re.search(r"cudaGetDeviceCount|Error 304|cuInit", message):
             message += ("\n  (strict mode's sandbox was on; if CUDA cannot start under it on this machine, pass "
                         "--no-sandbox or EvalSettings(sandbox=False), and please report it)")  # fmt: skip
         chan.send("done", status=str(Status.RUNTIME_ERROR), message=message)
