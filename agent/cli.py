@@ -191,11 +191,18 @@ def problems_show(
 
 @problems_app.command("check")
 def problems_check(
-    spec: Annotated[str, typer.Argument(help="Problems to check: 2/66, a level, 1/1-10,95, 1/37,2/9-12, toy, a path or a folder.")],
+    spec: Annotated[
+        str,
+        typer.Argument(
+            help="Problems to check: 2/66, a level, 1/1-10,95, 1/37,2/9-12, toy, a path or a folder."
+        ),
+    ],
     device: Annotated[str, typer.Option(help="cuda (default) or cpu.")] = "cuda",
     precision: Annotated[str, typer.Option(help="fp32, fp16 or bf16.")] = "fp32",
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object per problem.")] = False,
-    jobs: Annotated[int, typer.Option(min=1, max=32, help="Problems checked at once, each in its own child.")] = 1,
+    jobs: Annotated[
+        int, typer.Option(min=1, max=32, help="Problems checked at once, each in its own child.")
+    ] = 1,
     stage_limits: LimitsOpt = None,
     db: DbOpt = None,
     dataset: DatasetOpt = None,
@@ -339,11 +346,17 @@ def runs_show(
 
 StrictOpt = Annotated[
     bool,
-    typer.Option("--strict/--no-strict", help="Strict checks against reward hacks (rejected status) beside KernelBench's rules."),
+    typer.Option(
+        "--strict/--no-strict",
+        help="Strict checks against reward hacks (rejected status) beside KernelBench's rules.",
+    ),
 ]
 SandboxOpt = Annotated[
     bool,
-    typer.Option("--sandbox/--no-sandbox", help="In strict mode, confine the evaluation with Landlock where Linux has it (no writes outside its folders, no TCP)."),
+    typer.Option(
+        "--sandbox/--no-sandbox",
+        help="In strict mode, confine the evaluation with Landlock where Linux has it (no writes outside its folders, no TCP).",
+    ),
 ]
 
 
@@ -390,7 +403,9 @@ def eval_cmd(
     try:
         source = candidate.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        raise UsageError(f"{str(candidate)!r} is not UTF-8 text; save the candidate as a UTF-8 .py file") from None
+        raise UsageError(
+            f"{str(candidate)!r} is not UTF-8 text; save the candidate as a UTF-8 .py file"
+        ) from None
     with _interruptible():
         result = evaluate(resolve_one(problem, dataset), source, settings)
     if json_out:
@@ -404,23 +419,31 @@ def eval_cmd(
 @app.command("solve")
 def solve_cmd(
     problem: Annotated[
-        str | None, typer.Option("--problem", "-p", help="2/40, a level, 1/1-10,95, 1/37,2/9-12, toy/relu or a path.")
+        str | None,
+        typer.Option("--problem", "-p", help="2/40, a level, 1/1-10,95, 1/37,2/9-12, toy/relu or a path."),
     ] = None,
     turns: Annotated[int, typer.Option(help="K: turns (model calls) per trajectory.")] = 5,
     model: Annotated[
-        str | None, typer.Option(help="A litellm model string: openai/…, anthropic/…, ollama/…, hosted_vllm/….")
+        str | None,
+        typer.Option(help="A litellm model string: openai/…, anthropic/…, ollama/…, hosted_vllm/…."),
     ] = None,
     api_base: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
     backend: Annotated[str, typer.Option(help="cuda (load_inline) or triton.")] = "cuda",
-    device: Annotated[str, typer.Option(help="cuda, or cpu for dry runs (Triton under the interpreter).")] = "cuda",
+    device: Annotated[
+        str, typer.Option(help="cuda, or cpu for dry runs (Triton under the interpreter).")
+    ] = "cuda",
     precision: Annotated[str, typer.Option(help="fp32, fp16 or bf16.")] = "fp32",
-    temperature: Annotated[float | None, typer.Option(help="Sampling temperature (provider default if unset).")] = None,
+    temperature: Annotated[
+        float | None, typer.Option(help="Sampling temperature (provider default if unset).")
+    ] = None,
     max_tokens: Annotated[int, typer.Option(help="Most completion tokens per reply.")] = 8192,
     reasoning_effort: Annotated[
         str | None, typer.Option(help="Passed through to reasoning models (low, medium, high).")
     ] = None,
     samples: Annotated[int, typer.Option(help="Independent trajectories per problem.")] = 1,
-    context: Annotated[str, typer.Option(help="full (whole conversation) or last (first prompt + last turn).")] = "full",
+    context: Annotated[
+        str, typer.Option(help="full (whole conversation) or last (first prompt + last turn).")
+    ] = "full",
     token_budget: Annotated[int | None, typer.Option(help="Most tokens per trajectory.")] = None,
     cost_budget: Annotated[float | None, typer.Option(help="Most US dollars for the whole run.")] = None,
     run_name: Annotated[str | None, typer.Option(help="A unique, readable name for the run.")] = None,

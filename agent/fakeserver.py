@@ -377,7 +377,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         srv.start()
     except OSError as e:
-        sys.stderr.write(f"error: cannot serve on 127.0.0.1:{args.port} ({e.strerror or e}); pick another --port\n")
+        sys.stderr.write(
+            f"error: cannot serve on 127.0.0.1:{args.port} ({e.strerror or e}); pick another --port\n"
+        )
         return 2
     with srv:
         sys.stdout.write(f"{srv.base_url}\n")

@@ -176,7 +176,9 @@ def trial_line(t: TrialResult) -> str:
             special.append(f"{actual} {what} in your output (reference: {expected})")
     if t.nan_expected:
         special.append("NaN never matches, not even NaN")
-    text = (f"{which}: " if t.output_index is not None else "") + (", ".join(bits + special) or "values differ")
+    text = (f"{which}: " if t.output_index is not None else "") + (
+        ", ".join(bits + special) or "values differ"
+    )
     if t.first_mismatches:
         shown = "; ".join(
             f"at {m.get('index')}: expected {_num(m.get('expected'))}, got {_num(m.get('actual'))}"

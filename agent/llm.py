@@ -178,7 +178,9 @@ def resolve_api_key(config: LLMConfig) -> str | None:
     if config.api_base:
         return DUMMY_API_KEY
     if len(missing) == 1:
-        raise MissingKeyError(f"{missing[0]} is not set; export it, or use --api-base for a local server (model {config.model})")
+        raise MissingKeyError(
+            f"{missing[0]} is not set; export it, or use --api-base for a local server (model {config.model})"
+        )
     raise MissingKeyError(
         f"none of {', '.join(missing)} is set; export one, or use --api-base for a local server (model {config.model})"
     )

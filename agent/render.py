@@ -46,7 +46,9 @@ def eval_summary(r: EvalResult) -> Group:
             parts.append(Text(f"  trial {t.trial + 1}: {trial_line(t)}"))
     tm = r.timing
     if tm.candidate:
-        table = Table("figure", "reference ms", "candidate ms", "speedup", title=f"timing ({tm.method}, mean)")
+        table = Table(
+            "figure", "reference ms", "candidate ms", "speedup", title=f"timing ({tm.method}, mean)"
+        )
         table.add_row("parity (mean)", _ms(tm.reference), _ms(tm.candidate), f"{tm.speedup:.3f}x")
         if tm.device_candidate:
             table.add_row(
@@ -56,12 +58,16 @@ def eval_summary(r: EvalResult) -> Group:
                 f"{tm.device_speedup:.3f}x",
             )
         if tm.compile_reference:
-            table.add_row("vs torch.compile (mean)", _ms(tm.compile_reference), "", f"{tm.compile_speedup:.3f}x")
+            table.add_row(
+                "vs torch.compile (mean)", _ms(tm.compile_reference), "", f"{tm.compile_speedup:.3f}x"
+            )
         parts.append(table)
     if r.profile and r.profile.kernels:
         table = Table("kernel", "calls", "total µs", "share", "custom", title="GPU kernels in one forward")
         for k in r.profile.kernels[:10]:
-            table.add_row(k.name[:90], str(k.calls), f"{k.total_us:.1f}", f"{k.share:.0%}", "yes" if k.custom else "")
+            table.add_row(
+                k.name[:90], str(k.calls), f"{k.total_us:.1f}", f"{k.share:.0%}", "yes" if k.custom else ""
+            )
         parts.append(table)
     hw = r.hardware
     parts.append(Text(

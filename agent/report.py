@@ -271,8 +271,10 @@ def _costs_and_counts(s: dict[str, Any]) -> list[str]:
 def _checks_line(s: dict[str, Any]) -> str:
     pc = s.get("problem_checks") or {"checked": 0, "flagged": []}
     flagged = "; ".join(f"{f['problem']} {', '.join(f['flags'])}" for f in pc["flagged"]) or "none flagged"
-    return (f"degenerate problems (`kb-agent problems check`, {pc['checked']} of {s['problems']} checked on this "
-            f"GPU and precision): {flagged}")
+    return (
+        f"degenerate problems (`kb-agent problems check`, {pc['checked']} of {s['problems']} checked on this "
+        f"GPU and precision): {flagged}"
+    )
 
 
 def _by_turn_rows(s: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
@@ -340,11 +342,7 @@ def _best_turn(t: dict[str, Any]) -> tuple[int | None, float | None]:
 
 def _traj_title(t: dict[str, Any]) -> str:
     turn, speedup = _best_turn(t)
-    best = (
-        f"best {_fmt_speedup(speedup)} at turn {turn}"
-        if turn is not None
-        else "no correct turn"
-    )
+    best = f"best {_fmt_speedup(speedup)} at turn {turn}" if turn is not None else "no correct turn"
     return (
         f"{t['problem_key']} {t['problem_name']}  sample {t['sample']}  "
         f"outcome: {t['outcome'] or 'unfinished'}  {best}"

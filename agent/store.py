@@ -155,9 +155,22 @@ def m004_problem_checks(db: Database) -> None:
     """`problem_checks`: degenerate-reference findings of `kb-agent problems check`, one row per
     (problem, GPU, precision), the latest check winning; reports show them beside fast_p."""
     db["problem_checks"].create(
-        {"problem_key": str, "level": int, "problem_id": int, "name": str, "gpu": str, "precision": str,
-         "status": str, "flags": str, "nondeterministic": int, "zeros_pass": int, "constant_pass": int,
-         "reference_fails": str, "details": str, "checked": str},  # fmt: skip
+        {
+            "problem_key": str,
+            "level": int,
+            "problem_id": int,
+            "name": str,
+            "gpu": str,
+            "precision": str,
+            "status": str,
+            "flags": str,
+            "nondeterministic": int,
+            "zeros_pass": int,
+            "constant_pass": int,
+            "reference_fails": str,
+            "details": str,
+            "checked": str,
+        },  # fmt: skip
         pk=("problem_key", "gpu", "precision"),
     )
 
@@ -265,7 +278,11 @@ def _owner_gone(pid: int | None, host: str | None) -> bool:
 def running_elsewhere(run: Mapping[str, Any]) -> int | None:
     """The pid of another live process on this machine running `run` (a row as `Store.get_run` gives it,
     where a run whose process is gone already reads `killed`), else None."""
-    if run.get("status") == "running" and run.get("host") == socket.gethostname() and run.get("pid") != os.getpid():
+    if (
+        run.get("status") == "running"
+        and run.get("host") == socket.gethostname()
+        and run.get("pid") != os.getpid()
+    ):
         return run.get("pid")
     return None
 
@@ -315,7 +332,9 @@ class Store:
                 )
             self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.path.is_dir():
-            raise StoreError(f"{self.path} is a folder; point --db / {DB_ENV} at a file such as runs/kb.sqlite")
+            raise StoreError(
+                f"{self.path} is a folder; point --db / {DB_ENV} at a file such as runs/kb.sqlite"
+            )
         try:
             conn = sqlite3.connect(str(self.path), timeout=timeout_s)
             self.db = Database(conn)
@@ -683,8 +702,13 @@ class Store:
             if val is not None:
                 where.append(f"{col} = ?")
                 args.append(val)
-        rows = self.db["problem_checks"].rows_where(" and ".join(where) or None, args, order_by="level, problem_id")
-        return [{**r, "flags": json.loads(r["flags"] or "[]"), "details": json.loads(r["details"] or "[]")} for r in rows]
+        rows = self.db["problem_checks"].rows_where(
+            " and ".join(where) or None, args, order_by="level, problem_id"
+        )
+        return [
+            {**r, "flags": json.loads(r["flags"] or "[]"), "details": json.loads(r["details"] or "[]")}
+            for r in rows
+        ]
 
     def turn_summaries(self, run_id: str) -> list[dict[str, Any]]:
         """Every turn of a run without the bulky columns (messages, response, code, JSON): trajectory_id,

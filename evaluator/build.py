@@ -54,7 +54,7 @@ class CudaUnavailable(Exception):
 
 
 def detect_backend(source: str) -> str:
-    """"cuda" if the source builds a C++/CUDA extension, "triton" if it defines Triton kernels, else "torch"."""
+    """ "cuda" if the source builds a C++/CUDA extension, "triton" if it defines Triton kernels, else "torch"."""
     if re.search(r"\bload_inline\b|\bcpp_extension\b|\bcuda_sources\b", source):
         return "cuda"
     if re.search(r"@\s*triton\.(jit|autotune|heuristics)\b|\bimport\s+triton\b|\bfrom\s+triton\b", source):
@@ -99,7 +99,11 @@ def parse_compiler_errors(log: str, build_dir: str | os.PathLike | None = None) 
 
 def trim_log(log: str, max_chars: int = 6000) -> str:
     """Drop ninja's command echoes and keep the part of a build log around the first error."""
-    lines = [ln for ln in log.splitlines() if not ln.startswith("[") and not re.match(r"^\S*(c\+\+|g\+\+|nvcc) ", ln)]
+    lines = [
+        ln
+        for ln in log.splitlines()
+        if not ln.startswith("[") and not re.match(r"^\S*(c\+\+|g\+\+|nvcc) ", ln)
+    ]
     text = "\n".join(lines)
     first = re.search(r"error", text)
     if first and first.start() > max_chars // 4:
@@ -129,7 +133,11 @@ def _syntax_check(sources: list[str], cuda_sources: list[str], flags: dict, work
     includes = []
     hdr = os.environ.get("CUDA_HDR_DIR")  # optional: headers of a CUDA torch build (see README)
     if hdr:
-        includes += [f"{hdr}/torch/include", f"{hdr}/torch/include/torch/csrc/api/include", f"{hdr}/nvidia/cu13/include"]
+        includes += [
+            f"{hdr}/torch/include",
+            f"{hdr}/torch/include/torch/csrc/api/include",
+            f"{hdr}/nvidia/cu13/include",
+        ]
     includes += ce.include_paths() + [sysconfig.get_paths()["include"]]
     includes += list(flags.get("extra_include_paths") or [])
     inc = [arg for p in includes for arg in ("-isystem", p)]
@@ -140,7 +148,11 @@ def _syntax_check(sources: list[str], cuda_sources: list[str], flags: dict, work
         if nvcc is None:
             raise CudaUnavailable("no CUDA-enabled torch and no nvcc: the CUDA sources could not be checked")
         cu = workdir / "cuda.cu"
-        cu.write_text("\n".join(["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>", *cuda_sources]))
+        cu.write_text(
+            "\n".join(
+                ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>", *cuda_sources]
+            )
+        )
         checks.append([nvcc, "-ptx", f"-arch=sm_{arch.replace('.', '')}", "-std=c++17", "--expt-relaxed-constexpr",
                        "-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
                        "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__",
@@ -149,14 +161,18 @@ def _syntax_check(sources: list[str], cuda_sources: list[str], flags: dict, work
         cpp = workdir / "main.cpp"
         cpp.write_text("\n".join(["#include <torch/extension.h>", *sources]))
         cxx = os.environ.get("CXX", "c++")
-        checks.append([cxx, "-fsyntax-only", "-std=c++17", *defs, *inc, *(flags.get("extra_cflags") or []), str(cpp)])
+        checks.append(
+            [cxx, "-fsyntax-only", "-std=c++17", *defs, *inc, *(flags.get("extra_cflags") or []), str(cpp)]
+        )
     # one after the other, CUDA first (where the errors usually are): each takes 20-60 s, mostly parsing
     # torch's headers, and the first failure is all the feedback needs
     for cmd in checks:
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=workdir)
         if proc.returncode != 0:
             log = proc.stdout
-            missing = re.search(r"fatal error: ([\w./+-]+): No such file|cannot open source file \"([\w./+-]+)\"", log)
+            missing = re.search(
+                r"fatal error: ([\w./+-]+): No such file|cannot open source file \"([\w./+-]+)\"", log
+            )
             if missing:  # a header of the CUDA toolkit or a CUDA torch build that this machine lacks
                 header = missing.group(1) or missing.group(2)
                 raise CudaUnavailable(
@@ -164,7 +180,9 @@ def _syntax_check(sources: list[str], cuda_sources: list[str], flags: dict, work
                     "(set CUDA_HDR_DIR to the headers of a CUDA build of torch, see the README); the sources "
                     "were not judged"
                 )
-            raise BuildError("the extension failed to compile", parse_compiler_errors(log, workdir), trim_log(log))
+            raise BuildError(
+                "the extension failed to compile", parse_compiler_errors(log, workdir), trim_log(log)
+            )
 
 
 _EXTENSION_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]torch/extension\.h[>"][ \t]*$', re.MULTILINE)
@@ -182,7 +200,10 @@ def lighten_cuda_sources(cuda_sources: list[str]) -> list[str] | None:
     text = "\n".join(cuda_sources)
     if not _EXTENSION_INCLUDE.search(text) or re.search(r"pybind11|PYBIND11_|\bpy::", text):
         return None
-    return [_EXTENSION_INCLUDE.sub("// kb-agent: torch/extension.h -> torch/types.h (prepended)", src) for src in cuda_sources]
+    return [
+        _EXTENSION_INCLUDE.sub("// kb-agent: torch/extension.h -> torch/types.h (prepended)", src)
+        for src in cuda_sources
+    ]
 
 
 def light_first(cuda_sources: list[str], attempt):
@@ -238,7 +259,9 @@ class LoadInlineWrapper:
         flag_keys = ("functions", "extra_cflags", "extra_cuda_cflags", "extra_ldflags", "extra_include_paths")
         uname = f"{re.sub(r'[^A-Za-z0-9_]', '_', str(name))}_{_digest(self.salt, cpp, cu, [kwargs.get(k) for k in flag_keys], args)}"
         t0 = time.perf_counter()
-        cached = any((self.build_root / uname).glob("*.so")) or any((self.build_root / (uname + "_l")).glob("*.so"))
+        cached = any((self.build_root / uname).glob("*.so")) or any(
+            (self.build_root / (uname + "_l")).glob("*.so")
+        )
         if not self.cuda_torch and cu:
             check_dir = self.build_root / uname
             check_dir.mkdir(parents=True, exist_ok=True)
@@ -253,7 +276,10 @@ class LoadInlineWrapper:
         # g++ crash ("internal compiler error: Segmentation fault") on every later build (seen on the H200).
         kwargs.setdefault("use_pch", False)
         module, light = light_first(
-            cu, lambda sources, light: self._build(name, uname + ("_l" if light else ""), cpp, sources, args, kwargs)
+            cu,
+            lambda sources, light: self._build(
+                name, uname + ("_l" if light else ""), cpp, sources, args, kwargs
+            ),
         )
         self.builds.append({"name": str(name), "seconds": time.perf_counter() - t0, "cached": cached,
                             "light_cuda_include": light})  # fmt: skip
@@ -277,6 +303,8 @@ class LoadInlineWrapper:
                 log = str(e)
                 if "Error building extension" in log or "error" in log.lower():
                     raise BuildError(
-                        f"building extension {name!r} failed", parse_compiler_errors(log, build_dir), trim_log(log)
+                        f"building extension {name!r} failed",
+                        parse_compiler_errors(log, build_dir),
+                        trim_log(log),
                     ) from None
                 raise

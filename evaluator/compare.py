@@ -15,7 +15,9 @@ import torch
 from evaluator.result import TrialResult
 
 MAX_LISTED_MISMATCHES = 5
-CHUNK_ELEMENTS = 1 << 24  # statistics are computed this many elements at a time (128 MB per float64 temporary)
+CHUNK_ELEMENTS = (
+    1 << 24
+)  # statistics are computed this many elements at a time (128 MB per float64 temporary)
 # bound at import, which the worker does before the candidate's code runs: a candidate that replaces
 # torch.allclose does not change the verdict (strict mode also reports the replacement)
 _allclose = torch.allclose
@@ -161,7 +163,9 @@ def _structure_mismatch(expected: Any, actual: Any) -> tuple[str, str] | None:
     return None
 
 
-def compare_outputs(expected: Any, actual: Any, atol: float, rtol: float, trial: int, seed: int) -> TrialResult:
+def compare_outputs(
+    expected: Any, actual: Any, atol: float, rtol: float, trial: int, seed: int
+) -> TrialResult:
     """Compare the reference's and the candidate's outputs of one correctness trial.
 
     Outputs may be tensors or (nested) tuples/lists of tensors; the first failing element decides.

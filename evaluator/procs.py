@@ -69,7 +69,9 @@ def _resident_pages(pid: int) -> int:
     """Resident pages of process `pid` (/proc/PID/statm); read through a live thread's entry where the
     main thread has exited (its own shows none)."""
     pages = 0
-    for path in [f"/proc/{pid}/statm"] + [f"/proc/{pid}/task/{t}/statm" for t in listdir(f"/proc/{pid}/task")]:
+    for path in [f"/proc/{pid}/statm"] + [
+        f"/proc/{pid}/task/{t}/statm" for t in listdir(f"/proc/{pid}/task")
+    ]:
         try:
             pages = max(pages, int(Path(path).read_text().split()[1]))
         except (OSError, ValueError, IndexError):

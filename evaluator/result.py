@@ -24,7 +24,9 @@ CHECK_FLAGS = ("reference_fails", "nondeterministic", "nonfinite_output", "zeros
 class Status(str, Enum):
     """Verdict of one evaluation. Every status but CORRECT comes with a message the model can act on."""
 
-    COMPILE_ERROR = "compile_error"  # syntax error, nvcc/C++ error, Triton compile error, no ModelNew, import failure
+    COMPILE_ERROR = (
+        "compile_error"  # syntax error, nvcc/C++ error, Triton compile error, no ModelNew, import failure
+    )
     RUNTIME_ERROR = "runtime_error"  # exception, CUDA fault, out of memory, crash or exit of the child
     TIMEOUT = "timeout"  # a stage (build, correctness, timing) ran past its limit
     INCORRECT = "incorrect"  # ran, but the output differs from the reference
@@ -64,13 +66,17 @@ class TrialResult:
     mismatched: int | None = None  # elements failing |a - e| <= atol + rtol * |e|
     numel: int | None = None
     mismatch_fraction: float | None = None
-    first_mismatches: list[dict] = field(default_factory=list)  # [{"index": [..], "expected": x, "actual": y}]
+    first_mismatches: list[dict] = field(
+        default_factory=list
+    )  # [{"index": [..], "expected": x, "actual": y}]
     nan_expected: int = 0
     nan_actual: int = 0
     inf_expected: int = 0
     inf_actual: int = 0
     problem: str | None = None  # "shape", "dtype", "values", "type" (not a tensor), or None when passed
-    output_index: int | None = None  # which output of a tuple/list failed (flattened order); None: the only one
+    output_index: int | None = (
+        None  # which output of a tuple/list failed (flattened order); None: the only one
+    )
 
 
 @dataclass

@@ -58,7 +58,11 @@ def default_build_root() -> Path:
     Each candidate source has its own folder in it (`candidate_build_root`)."""
     # resolved here: the child runs in its own work directory, where a relative path would land (and be
     # deleted with it)
-    return Path(os.environ.get("KB_BUILD_DIR") or Path.home() / ".cache" / "kb-agent" / "build").expanduser().resolve()
+    return (
+        Path(os.environ.get("KB_BUILD_DIR") or Path.home() / ".cache" / "kb-agent" / "build")
+        .expanduser()
+        .resolve()
+    )
 
 
 def candidate_build_root(candidate_source: str) -> Path:
@@ -66,7 +70,10 @@ def candidate_build_root(candidate_source: str) -> Path:
     16 hex digits>, holding its extension builds and Triton cache. Only a byte-identical source reuses
     it, and under strict mode's sandbox an evaluation can write (and read) only its own: a candidate can
     no longer overwrite the `.so` or Triton cache entry that a later, different candidate loads."""
-    return default_build_root() / hashlib.sha256(candidate_source.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return (
+        default_build_root()
+        / hashlib.sha256(candidate_source.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    )
 
 
 def child_env(settings: EvalSettings, workdir: Path, build_root: Path) -> dict[str, str]:
@@ -124,7 +131,12 @@ def _describe_exit(returncode: int | None) -> str:
             name = signal.Signals(-returncode).name
         except ValueError:
             name = f"signal {-returncode}"
-        hint = {"SIGSEGV": " (segmentation fault)", "SIGABRT": " (abort)", "SIGKILL": " (killed)", "SIGBUS": " (bus error)"}
+        hint = {
+            "SIGSEGV": " (segmentation fault)",
+            "SIGABRT": " (abort)",
+            "SIGKILL": " (killed)",
+            "SIGBUS": " (bus error)",
+        }
         return f"was killed by {name}{hint.get(name, '')}"
     return f"exited with code {returncode}"
 
@@ -297,8 +309,16 @@ def run_child(
     out_f, err_f = open(out_path, "w+b"), open(err_path, "w+b")  # read back through these, never by name
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "evaluator.worker", str(w_fd), str(job_path), str(key_r), str(os.getpid()),
-             str(sweep_w)],
+            [
+                sys.executable,
+                "-m",
+                "evaluator.worker",
+                str(w_fd),
+                str(job_path),
+                str(key_r),
+                str(os.getpid()),
+                str(sweep_w),
+            ],
             cwd=workdir,
             env=child_env(settings, workdir, build_root),
             stdin=subprocess.DEVNULL,
@@ -316,11 +336,19 @@ def run_child(
         os.close(key_w)
         try:
             done, stage, timed_out, forged = _watch(
-                proc, r_fd, on_event, stages, _stage_limits(settings.limits), settings.max_memory_gb * 2**30, key
+                proc,
+                r_fd,
+                on_event,
+                stages,
+                _stage_limits(settings.limits),
+                settings.max_memory_gb * 2**30,
+                key,
             )
         except MemoryExceeded as e:
             done, stage, timed_out, memory_stage, forged = None, e.args[0], False, e.args[0], 0
-        except BaseException:  # Ctrl-C, SIGTERM turned into an exception, a bug: the child must not outlive us
+        except (
+            BaseException
+        ):  # Ctrl-C, SIGTERM turned into an exception, a bug: the child must not outlive us
             _kill_group(proc)
             out_f.close()
             err_f.close()
@@ -415,7 +443,9 @@ def _watch(proc, r_fd, on_event, stages: dict, stage_limit: dict, max_rss: float
             else:
                 try:
                     on_event(msg)
-                except Exception as e:  # a malformed part is the evaluator's bug, never a crash of the harness
+                except (
+                    Exception
+                ) as e:  # a malformed part is the evaluator's bug, never a crash of the harness
                     log.warning("could not read the %r part of a result: %s", event, e)
     stages[stage] = time.perf_counter() - t_stage
     return done, stage, False, forged
@@ -477,7 +507,9 @@ def check_problem(problem: Problem, settings: EvalSettings) -> dict:
            "workdir": str(workdir), "build_root": str(workdir / "build")}  # fmt: skip
     stages: dict[str, float] = {}
     try:
-        child = run_child(job, settings, workdir, workdir / "build", lambda m: parts.update({m["event"]: m}), stages)
+        child = run_child(
+            job, settings, workdir, workdir / "build", lambda m: parts.update({m["event"]: m}), stages
+        )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     found = parts.get("problem_check", {}).get("check", {})

@@ -112,7 +112,9 @@ def landlock_abi() -> int:
     if not sys.platform.startswith("linux") or platform.machine() not in ("x86_64", "aarch64", "riscv64"):
         return 0
     try:
-        return _call(_libc(), _NR_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))
+        return _call(
+            _libc(), _NR_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION)
+        )
     except OSError:
         return 0
 
@@ -200,7 +202,9 @@ def restrict(writable: list[str | os.PathLike], profile: str = "narrow") -> dict
     devices = _writable_devices() if narrow else []
     readable = _readable_roots() if narrow else []
     try:
-        ruleset = _call(libc, _NR_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+        ruleset = _call(
+            libc, _NR_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0)
+        )
     except OSError as e:
         raise SandboxUnavailable(f"landlock_create_ruleset failed: {e.strerror}") from None
     try:
@@ -211,7 +215,12 @@ def restrict(writable: list[str | os.PathLike], profile: str = "narrow") -> dict
                 pass
         for path in [*folders, *devices]:
             in_dev = ioctl if path.startswith("/dev/") else 0  # /dev/nvidia-caps/ holds device files
-            _add_rule(libc, ruleset, path, ((fs & ~_MAKE_DEVICE) | read | in_dev) if os.path.isdir(path) else file_rights)
+            _add_rule(
+                libc,
+                ruleset,
+                path,
+                ((fs & ~_MAKE_DEVICE) | read | in_dev) if os.path.isdir(path) else file_rights,
+            )
         if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
         _call(libc, _NR_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0))
@@ -221,8 +230,10 @@ def restrict(writable: list[str | os.PathLike], profile: str = "narrow") -> dict
         os.close(ruleset)
     seccomp = narrow and _deny_metadata_and_inet(libc)
     tcp = "tcp denied" if abi >= 4 else "allowed (kernel too old)"
-    denied = ("chmod, chown, xattr changes, setuid/setgid modes, io_uring, System V IPC, keyrings and other "
-              "processes' resource limits denied")
+    denied = (
+        "chmod, chown, xattr changes, setuid/setgid modes, io_uring, System V IPC, keyrings and other "
+        "processes' resource limits denied"
+    )
     return {
         "profile": profile,
         "landlock_abi": abi,
@@ -280,7 +291,12 @@ _RET_EPERM = _RET_ERRNO | 1
 
 
 class _SockFilter(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+    _fields_ = [
+        ("code", ctypes.c_uint16),
+        ("jt", ctypes.c_uint8),
+        ("jf", ctypes.c_uint8),
+        ("k", ctypes.c_uint32),
+    ]
 
 
 class _SockFprog(ctypes.Structure):
@@ -291,7 +307,14 @@ def _seccomp_program() -> list[tuple[int, int, int, int]]:
     """The BPF program as (code, jt, jf, k) instructions. A jump goes to its index + 1 + offset. Each
     block either jumps to the final `deny`, returns, or falls through to the next block with the syscall
     number still in the accumulator; a syscall no block matches reaches the `allow` before `deny`."""
-    LD, JEQ, JGE, JSET, RET, AND = 0x20, 0x15, 0x35, 0x45, 0x06, 0x54  # BPF_LD|W|ABS, BPF_JMP|{JEQ,JGE,JSET}|K, BPF_RET|K, BPF_ALU|AND|K
+    LD, JEQ, JGE, JSET, RET, AND = (
+        0x20,
+        0x15,
+        0x35,
+        0x45,
+        0x06,
+        0x54,
+    )  # BPF_LD|W|ABS, BPF_JMP|{JEQ,JGE,JSET}|K, BPF_RET|K, BPF_ALU|AND|K
     DENY = "deny"  # resolved to an offset once the program's length is known
     allow = [RET, 0, 0, _RET_ALLOW]
 
@@ -301,7 +324,12 @@ def _seccomp_program() -> list[tuple[int, int, int, int]]:
     prog: list[list] = [
         [LD, 0, 0, 4],  # seccomp_data.arch
         [JEQ, 1, 0, _AUDIT_ARCH_X86_64],
-        [RET, 0, 0, _RET_EPERM],  # i386 calls (int 0x80) from this 64-bit process: numbers differ, none needed
+        [
+            RET,
+            0,
+            0,
+            _RET_EPERM,
+        ],  # i386 calls (int 0x80) from this 64-bit process: numbers differ, none needed
         [LD, 0, 0, 0],  # seccomp_data.nr
         [JGE, DENY, 0, 0x40000000],  # the x32 ABI (nr | 0x40000000): the same calls under other numbers
     ]
@@ -314,12 +342,24 @@ def _seccomp_program() -> list[tuple[int, int, int, int]]:
     for nr, i in _MODE_ARG.items():
         prog += [[JEQ, 0, 3, nr], arg(i), [JSET, DENY, 0, _SPECIAL_BITS], allow]
     for nr, (flags, mode) in _OPEN_ARGS.items():
-        prog += [[JEQ, 0, 5, nr], arg(flags), [JSET, 0, 2, _CREATING], arg(mode), [JSET, DENY, 0, _SPECIAL_BITS], allow]
+        prog += [
+            [JEQ, 0, 5, nr],
+            arg(flags),
+            [JSET, 0, 2, _CREATING],
+            arg(mode),
+            [JSET, DENY, 0, _SPECIAL_BITS],
+            allow,
+        ]
     prog += [[JEQ, 0, 3, _PRLIMIT64], arg(0), [JEQ, 0, DENY, 0], allow]  # pid 0 (itself) only
     for nr in (_SOCKET, _SOCKETPAIR):
         family = [] if _SOCKET_FAMILY is None else [arg(0), [JEQ, 0, DENY, _SOCKET_FAMILY]]
-        types = [] if _SOCKET_TYPES is None else [arg(1), [AND, 0, 0, 0xF]] + [
-            [JEQ, len(_SOCKET_TYPES) - j, 0, t] for j, t in enumerate(_SOCKET_TYPES)] + [[RET, 0, 0, _RET_EPERM]]
+        types = (
+            []
+            if _SOCKET_TYPES is None
+            else [arg(1), [AND, 0, 0, 0xF]]
+            + [[JEQ, len(_SOCKET_TYPES) - j, 0, t] for j, t in enumerate(_SOCKET_TYPES)]
+            + [[RET, 0, 0, _RET_EPERM]]
+        )
         prog += [[JEQ, 0, len(family) + len(types) + 1, nr], *family, *types, allow]
     prog += [[JEQ, 0, 1 + len(_TTY_INJECT), _IOCTL], arg(1)] + [[JEQ, DENY, 0, cmd] for cmd in _TTY_INJECT]
     prog += [allow, [RET, 0, 0, _RET_EPERM]]
@@ -335,14 +375,20 @@ def _drop_capabilities(libc) -> None:
     first (needs CAP_SETPCAP, so only where it is held), then the ambient, effective, permitted and
     inheritable sets. With no_new_privs set, nothing it executes gets them back."""
     for cap in range(64):
-        libc.prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP; EINVAL past the last capability, EPERM without SETPCAP
+        libc.prctl(
+            24, cap, 0, 0, 0
+        )  # PR_CAPBSET_DROP; EINVAL past the last capability, EPERM without SETPCAP
     libc.prctl(47, 4, 0, 0, 0)  # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL
 
     class Header(ctypes.Structure):
         _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
 
     class Data(ctypes.Structure):
-        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+        _fields_ = [
+            ("effective", ctypes.c_uint32),
+            ("permitted", ctypes.c_uint32),
+            ("inheritable", ctypes.c_uint32),
+        ]
 
     header, data = Header(0x20080522, 0), (Data * 2)()  # _LINUX_CAPABILITY_VERSION_3: two 32-bit words
     if libc.syscall(ctypes.c_long(126), ctypes.byref(header), data) != 0:  # capset

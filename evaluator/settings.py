@@ -15,7 +15,9 @@ class StageLimits:
     """Wall-clock limits in seconds per stage; past one, the child's whole process group is killed."""
 
     start_s: float = 60.0  # spawning the child and importing torch
-    build_s: float = 300.0  # importing the candidate (CUDA extensions build here) and constructing both models
+    build_s: float = (
+        300.0  # importing the candidate (CUDA extensions build here) and constructing both models
+    )
     correctness_s: float = 120.0  # all correctness trials (Triton kernels compile on first launch here)
     timing_s: float = 300.0  # timing reference and candidate, and profiling
 
@@ -33,7 +35,9 @@ class StageLimits:
             stage = "start" if stage == "setup" else stage  # results call the start stage "setup"
             name = f"{stage}_s"
             if name not in cls.__dataclass_fields__:
-                raise ValueError(f"unknown stage {stage!r} in {text!r}; stages: start, build, correctness, timing")
+                raise ValueError(
+                    f"unknown stage {stage!r} in {text!r}; stages: start, build, correctness, timing"
+                )
             if not eq:
                 raise ValueError(f"{part!r} has no limit; write STAGE=SECONDS, e.g. {stage}=600")
             if name in seen:

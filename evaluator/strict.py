@@ -78,7 +78,10 @@ _STATIC_RULES = [
     (r"\btorch\.compile\b|\btorch\._dynamo\b|\btorch\._inductor\b", "uses torch.compile/dynamo/inductor"),
     (r"\bgc\.get_(objects|referrers|referents)\b", "walks the garbage collector"),
     (r"\bsys\._getframe\b|\binspect\.(currentframe|stack|getouterframes)\b|\bf_back\b", "walks stack frames"),
-    (r"\bkb_reference\b|\bkb_candidate\b|\bimport\s+evaluator\b|\bfrom\s+evaluator\b", "reaches into the evaluator's modules"),
+    (
+        r"\bkb_reference\b|\bkb_candidate\b|\bimport\s+evaluator\b|\bfrom\s+evaluator\b",
+        "reaches into the evaluator's modules",
+    ),
     (r"\bsys\.modules\b", "reads sys.modules"),
     (r"\bsetattr\s*\(\s*torch\b|^\s*torch(\.\w+)+\s*=[^=]", "assigns attributes of torch"),
     (r"\bsys\.addaudithook\b|\bsys\.setprofile\b|\bsys\.settrace\b", "installs interpreter hooks"),
@@ -185,7 +188,9 @@ class SideEffectMonitor:
             path = os.fsdecode(path)
             if _SECRET_PATH.search(path):
                 self._block(f"read {path}")
-            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool((flags or 0) & _WRITE_FLAGS)
+            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool(
+                (flags or 0) & _WRITE_FLAGS
+            )
             if writing and not self._allowed(path):
                 self._block(f"wrote {path}")
         elif event in ("subprocess.Popen", "os.posix_spawn", "os.exec"):
@@ -341,7 +346,9 @@ def measure_bandwidth(device) -> float:
     return 2 * n * 4 / best
 
 
-def speed_of_light_ms(nbytes: int, flops: int, bandwidth: float, capability: str | None, precision: str) -> float:
+def speed_of_light_ms(
+    nbytes: int, flops: int, bandwidth: float, capability: str | None, precision: str
+) -> float:
     """The least time one forward can take: max(bytes / bandwidth, FLOPs / peak rate), in ms."""
     peak = PEAK_FLOPS.get(capability or "", PEAK_FLOPS["9.0"])[precision]
     return max(nbytes / bandwidth, flops / peak) * 1e3

@@ -93,7 +93,9 @@ def time_parity(
     return times
 
 
-def _capture(fn: Callable[..., Any], args: Sequence[Any], atol: float, rtol: float) -> torch.cuda.CUDAGraph | None:
+def _capture(
+    fn: Callable[..., Any], args: Sequence[Any], atol: float, rtol: float
+) -> torch.cuda.CUDAGraph | None:
     """A CUDA graph of one call, or None when the model cannot be captured faithfully.
 
     Capture fails loudly for some models (host syncs, host reads) and silently for others: a kernel launched
@@ -184,7 +186,8 @@ def time_device(
     graphs = {k: _capture(fn, args, atol, rtol) for k, (fn, args) in fns.items()}
     if all(g is not None for g in graphs.values()):
         return "cuda_graph_replay", {
-            k: _events_loop(g.replay, warmup=warmup, trials=trials, flusher=flusher) for k, g in graphs.items()
+            k: _events_loop(g.replay, warmup=warmup, trials=trials, flusher=flusher)
+            for k, g in graphs.items()
         }
     del graphs
     return "back_to_back_events", {
@@ -207,7 +210,12 @@ def time_cpu(fn: Callable[..., Any], args: Sequence[Any], *, warmup: int, trials
 
 
 def time_strict(
-    fn: Callable[..., Any], args: Sequence[Any], *, trials: int, flusher: L2Flusher | None, device: torch.device
+    fn: Callable[..., Any],
+    args: Sequence[Any],
+    *,
+    trials: int,
+    flusher: L2Flusher | None,
+    device: torch.device,
 ) -> tuple[list[float], list[float], Any]:
     """Strict-mode timing: fresh input values for every call and a device-wide synchronize in the window.
 

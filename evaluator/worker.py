@@ -99,7 +99,9 @@ def load_module(path: Path, name: str):
 _MONITOR = None  # strict mode's SideEffectMonitor, once armed
 
 
-def describe_exception(e: BaseException, source_file: str, limit: int = 1500, label: str = "candidate") -> str:
+def describe_exception(
+    e: BaseException, source_file: str, limit: int = 1500, label: str = "candidate"
+) -> str:
     """`Type: message` plus the frames in `source_file` ("<label> line N, in function: code"),
     innermost last."""
     if _MONITOR is not None:
@@ -236,14 +238,20 @@ class Evaluation:
         checks = self.checks
         if self.monitor is not None:
             self.monitor.active = False
-            checks.record("side_effects", not self.monitor.events, "; ".join(dict.fromkeys(self.monitor.events)))
+            checks.record(
+                "side_effects", not self.monitor.events, "; ".join(dict.fromkeys(self.monitor.events))
+            )
         if self.guard is not None:
             changed = self.guard_changed()
             checks.record("tampering", not changed, "replaced " + ", ".join(changed[:8]) if changed else "")
         threads = live_threads(self.threads_before)
-        checks.record("threads", not threads, f"left threads running: {', '.join(threads)}" if threads else "")
+        checks.record(
+            "threads", not threads, f"left threads running: {', '.join(threads)}" if threads else ""
+        )
         record = {"enabled": True, "parity_status": str(status), "checks": checks.checks, **self.strict_info}
-        broke_rule = bool(self.monitor is not None and self.monitor.events)  # a blocked attempt, whatever followed
+        broke_rule = bool(
+            self.monitor is not None and self.monitor.events
+        )  # a blocked attempt, whatever followed
         if checks.failures and (status == Status.CORRECT or broke_rule):
             status = Status.REJECTED
             message = "rejected by strict mode:\n" + "\n".join(f"- {f}" for f in checks.failures)
@@ -292,7 +300,9 @@ class Evaluation:
                                   "`class ModelNew(nn.Module)` with the reference Model's __init__ and forward signature")  # fmt: skip
         except BuildError as e:
             info.errors, info.log = e.errors, e.log
-            verdict = Verdict(Status.COMPILE_ERROR, "compilation failed:\n" + "\n".join(e.errors or [e.log[-2000:]]))
+            verdict = Verdict(
+                Status.COMPILE_ERROR, "compilation failed:\n" + "\n".join(e.errors or [e.log[-2000:]])
+            )
         except CudaUnavailable as e:
             info.ok = True
             info.seconds = time.perf_counter() - t0
@@ -371,7 +381,9 @@ class Evaluation:
         set_seed(seed)
         base = self.draw_inputs()
         self.check_not_pytorch(base)
-        trials = itertools.chain([("candidate_first", base)], alternative_inputs(base, torch))  # one set alive
+        trials = itertools.chain(
+            [("candidate_first", base)], alternative_inputs(base, torch)
+        )  # one set alive
         max_rel = MAX_RELATIVE_ERROR[self.settings.precision]
         for name, inputs in trials:
             cand_in = self.clone(inputs)  # `inputs` itself only reaches the reference as a clone
@@ -400,7 +412,11 @@ class Evaluation:
             rel = relative_error(expected, actual)
             # on the declared distribution the parity tolerance applies; off it, outputs grow with the
             # inputs while atol does not, so an honest kernel is judged by its error relative to the scale
-            passed = r.passed if name == "candidate_first" else (rel is None or rel <= max_rel) and r.problem != "shape"
+            passed = (
+                r.passed
+                if name == "candidate_first"
+                else (rel is None or rel <= max_rel) and r.problem != "shape"
+            )
             self.checks.record(f"trial_{name}", passed,
                                f"wrong on {name} inputs: {r.problem}, {r.mismatched} of {r.numel} elements "
                                f"off, max abs diff {r.max_abs_diff}, relative error {rel}")  # fmt: skip
@@ -447,7 +463,9 @@ class Evaluation:
         try:
             with torch.no_grad():
                 set_seed(seed)
-                self.ref_model = self.ref_mod.Model(*self.clone(init)).to(device=self.device, dtype=self.dtype)
+                self.ref_model = self.ref_mod.Model(*self.clone(init)).to(
+                    device=self.device, dtype=self.dtype
+                )
         except Exception as e:
             raise Verdict(Status.RUNTIME_ERROR, "the reference Model failed to construct (not the candidate's "
                           "fault): " + describe_exception(e, "")) from None  # fmt: skip
@@ -469,7 +487,11 @@ class Evaluation:
         events, host, out = timing.time_strict(self.new_model, inputs, trials=self.settings.strict_timed_trials,
                                                flusher=flusher, device=self.device)  # fmt: skip
         ev, wall = timing.stats(events), timing.stats(host)
-        info.settings["strict"] = {"trials": len(events), "event_mean_ms": ev.mean_ms, "host_mean_ms": wall.mean_ms}
+        info.settings["strict"] = {
+            "trials": len(events),
+            "event_mean_ms": ev.mean_ms,
+            "host_mean_ms": wall.mean_ms,
+        }
         if self.device.type == "cuda":
             self.checks.record("timed_work_on_stream", wall.median_ms <= 2 * ev.median_ms + 0.1,
                                f"the host waited {wall.median_ms:.3f} ms per call for the device but the timed "
@@ -487,7 +509,9 @@ class Evaluation:
         with self.torch.no_grad():
             expected = self.ref_model(*self.clone(inputs))
         r = compare_outputs(expected, out, self.atol, self.rtol, trial=-1, seed=-1)
-        self.checks.record("timing_outputs", r.passed, f"the output of the last timed call was wrong ({r.problem})")
+        self.checks.record(
+            "timing_outputs", r.passed, f"the output of the last timed call was wrong ({r.problem})"
+        )
 
     def runtime_verdict(self, e: BaseException, doing: str) -> Verdict:
         if _is_triton_compile_error(e):
@@ -513,7 +537,9 @@ class Evaluation:
         info = CorrectnessInfo(trials=self.settings.correctness_trials, atol=self.atol, rtol=self.rtol,
                                seed=self.settings.seed)  # fmt: skip
         torch.manual_seed(self.settings.seed)  # trial seeds drawn as KernelBench draws them
-        seeds = [int(torch.randint(0, 2**32 - 1, (1,)).item()) for _ in range(self.settings.correctness_trials)]
+        seeds = [
+            int(torch.randint(0, 2**32 - 1, (1,)).item()) for _ in range(self.settings.correctness_trials)
+        ]
         verdict = None
         for i, s in enumerate(seeds):
             set_seed(s)
@@ -606,7 +632,10 @@ class Evaluation:
                 self.chan.send("profile_error", message=f"{type(e).__name__}: {e}")
         sol = self.strict_info.get("speed_of_light", {})
         if self.strict and sol.get("floor_ms") and info.candidate:
-            best = min(info.candidate.min_ms, info.device_candidate.median_ms if info.device_candidate else float("inf"))
+            best = min(
+                info.candidate.min_ms,
+                info.device_candidate.median_ms if info.device_candidate else float("inf"),
+            )
             from evaluator.strict import SOL_SLACK
 
             sol["candidate_ms"] = best
@@ -648,7 +677,9 @@ def check_problem(ev: Evaluation) -> None:
             with torch.no_grad():
                 set_seed(s)
                 first = models[0](*ev.clone(inputs))
-                second = models[1](*ev.clone(inputs))  # no reseed: a reference that draws random numbers differs
+                second = models[1](
+                    *ev.clone(inputs)
+                )  # no reseed: a reference that draws random numbers differs
                 ev.sync()
             differ = _runs_differ(first, second, ev.atol, ev.rtol)
             if differ:
@@ -662,13 +693,20 @@ def check_problem(ev: Evaluation) -> None:
             zeros = [torch.zeros((), dtype=t.dtype, device=t.device).expand_as(t) for t in outs]  # no storage
             if i == 0:  # one constant per output, fixed across trials: it must not know the trial's answer
                 const_values = [t.float().mean().item() for t in outs]
-            consts = [torch.full((), v, dtype=t.dtype, device=t.device).expand_as(t) for v, t in zip(const_values, outs, strict=False)]
+            consts = [
+                torch.full((), v, dtype=t.dtype, device=t.device).expand_as(t)
+                for v, t in zip(const_values, outs, strict=False)
+            ]
             found["zeros_pass"] &= bool(outs) and compare_outputs(outs, zeros, ev.atol, ev.rtol, i, s).passed
-            found["constant_pass"] &= bool(outs) and compare_outputs(outs, consts, ev.atol, ev.rtol, i, s).passed
+            found["constant_pass"] &= (
+                bool(outs) and compare_outputs(outs, consts, ev.atol, ev.rtol, i, s).passed
+            )
             del first, second, outs, zeros, consts, inputs
     except BaseException as e:  # noqa: BLE001
         if _is_oom(e):  # the machine's limit, not the problem's: no finding to store
-            chan.send("done", status="error", message="out of memory (other jobs on this GPU?): " + str(e)[:300])
+            chan.send(
+                "done", status="error", message="out of memory (other jobs on this GPU?): " + str(e)[:300]
+            )
             return
         found["reference_fails"] = describe_exception(e, str(ev.workdir / "reference.py"), label="reference")
         found["zeros_pass"] = found["constant_pass"] = False  # nothing to judge them on
@@ -679,7 +717,7 @@ def check_problem(ev: Evaluation) -> None:
 
 
 def _runs_differ(first, second, atol: float, rtol: float) -> str:
-    """"" when two runs of the reference agree (allclose's test, NaN matching NaN in the same place, so a
+    """ "" when two runs of the reference agree (allclose's test, NaN matching NaN in the same place, so a
     reference that always outputs NaN is not called nondeterministic), else how they differ."""
     import torch
 
@@ -750,7 +788,9 @@ def main(argv: list[str]) -> None:
             from evaluator.hardware import hardware_record
 
             ev = Evaluation(job, chan)
-            chan.send("hardware", hardware=dataclasses.asdict(hardware_record(ev.device, ev.settings.precision)))
+            chan.send(
+                "hardware", hardware=dataclasses.asdict(hardware_record(ev.device, ev.settings.precision))
+            )
             check_problem(ev)
         else:
             Evaluation(job, chan).run()

@@ -65,7 +65,9 @@ class LocalParquet:
         for f in self.files[level]:
             # ParquetFile.read avoids pq.read_table's import of pyarrow.dataset and pandas (~0.4 s)
             rows += pq.ParquetFile(f).read(columns=["code", "level", "name", "problem_id"]).to_pylist()
-        return [Problem(int(r["level"]), int(r["problem_id"]), r["name"], r["code"], self.label) for r in rows]
+        return [
+            Problem(int(r["level"]), int(r["problem_id"]), r["name"], r["code"], self.label) for r in rows
+        ]
 
 
 class KernelBenchCheckout:
@@ -96,7 +98,9 @@ def _require_hub(host: str = "huggingface.co", timeout_s: float = 5.0) -> None:
     try:
         socket.create_connection((host, 443), timeout=timeout_s).close()
     except OSError as e:
-        raise ProblemError(f"cannot reach the Hugging Face Hub ({e.strerror or e}); {_POINT_AT_LOCAL}") from None
+        raise ProblemError(
+            f"cannot reach the Hugging Face Hub ({e.strerror or e}); {_POINT_AT_LOCAL}"
+        ) from None
 
 
 class Hub:
@@ -115,7 +119,9 @@ class Hub:
 
         try:
             ds = datasets.load_dataset(HUB_DATASET, split=f"level_{level}")
-        except Exception as e:  # network errors come in many types (ConnectionError, OfflineModeIsEnabled, ...)
+        except (
+            Exception
+        ) as e:  # network errors come in many types (ConnectionError, OfflineModeIsEnabled, ...)
             raise ProblemError(
                 f"cannot read {HUB_DATASET} from the Hub ({type(e).__name__}); {_POINT_AT_LOCAL}"
             ) from e

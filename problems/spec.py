@@ -123,7 +123,9 @@ def resolve(spec: str, dataset: str | os.PathLike | None = None) -> list[Problem
     if raw and Path(raw).is_dir():
         files = sorted(Path(raw).glob("*.py"))
         if not files:
-            raise ProblemError(f"no .py files in {raw!r}; a folder spec checks every KernelBench-format file in it")
+            raise ProblemError(
+                f"no .py files in {raw!r}; a folder spec checks every KernelBench-format file in it"
+            )
         return [problem_from_file(f) for f in files]
     if raw.endswith(".py") or os.path.sep in raw and Path(raw).exists():  # a path: spaces are its own
         return [problem_from_file(raw)]
@@ -160,15 +162,16 @@ def resolve(spec: str, dataset: str | os.PathLike | None = None) -> list[Problem
     problems = load_level(level, dataset)
     if not rest:
         if "/" in s:
-            raise ProblemError(f"bad problem spec {spec!r}: no ids after '{level}/'; name them (1/40) or drop the slash for the whole level")
+            raise ProblemError(
+                f"bad problem spec {spec!r}: no ids after '{level}/'; name them (1/40) or drop the slash for the whole level"
+            )
         return problems
     by_id = {p.problem_id: p for p in problems}
     ids = _parse_ids(rest, spec)
     missing = [i for i in ids if i not in by_id]
     if missing:
         raise ProblemError(
-            f"level {level} has no problem {_ranges(missing)}; "
-            f"its ids are {_ranges(sorted(by_id))}"
+            f"level {level} has no problem {_ranges(missing)}; its ids are {_ranges(sorted(by_id))}"
         )
     return [by_id[i] for i in dict.fromkeys(ids)]  # a problem named twice is one problem
 

@@ -80,7 +80,10 @@ def test_stage_limits_parse_and_bad_values_are_one_line_errors(tmp_path):
             StageLimits.parse(bad)
     cand = tmp_path / "c.py"
     cand.write_text("class ModelNew: ...\n")
-    for args in (["eval", str(cand), "-p", "toy/relu", "--device", "cpu"], ["problems", "check", "toy", "--device", "cpu"]):
+    for args in (
+        ["eval", str(cand), "-p", "toy/relu", "--device", "cpu"],
+        ["problems", "check", "toy", "--device", "cpu"],
+    ):
         cmd = [sys.executable, "-c", "from agent.cli import main; main()", *args, "--stage-limits", "bild=3"]
         r = subprocess.run(cmd, capture_output=True, text=True)
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -153,7 +153,9 @@ def test_missing_key_fails_before_any_request(monkeypatch):
     monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
     with pytest.raises(MissingKeyError) as e:
         LiteLLMModel(LLMConfig(model="anthropic/claude-sonnet-4-5"))
-    assert str(e.value).startswith("ANTHROPIC_API_KEY is not set; export it, or use --api-base for a local server")
+    assert str(e.value).startswith(
+        "ANTHROPIC_API_KEY is not set; export it, or use --api-base for a local server"
+    )
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(MissingKeyError, match="OPENAI_API_KEY"):
         LiteLLMModel(LLMConfig(model="gpt-4o"))

@@ -26,7 +26,9 @@ def _solve_args(base: str, db: Path, name: str, turns: int = 3) -> list[str]:
 def test_three_turns_compile_error_incorrect_correct(fake_llm, tmp_path):
     fake_llm.add(*[p.read_text() for p in REPLIES])
     db = tmp_path / "kb.sqlite"
-    r = subprocess.run(_solve_args(fake_llm.openai_base, db, "e2e"), capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        _solve_args(fake_llm.openai_base, db, "e2e"), capture_output=True, text=True, timeout=300
+    )
     assert r.returncode == 0, r.stderr
     store = Store(db)
     run = store.get_run("e2e")

@@ -47,7 +47,9 @@ print(time.perf_counter() - t)
 
 def plain_build_seconds(src: str) -> float:
     with tempfile.TemporaryDirectory() as d:
-        out = subprocess.run([sys.executable, "-c", PLAIN, src, d], capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", PLAIN, src, d], capture_output=True, text=True, check=True
+        )
         return float(out.stdout.strip().splitlines()[-1])
 
 
@@ -70,7 +72,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
     ap.add_argument("--skip-plain", action="store_true", help="skip the plain load_inline build (~50 s)")
-    ap.add_argument("--strict-problems", default="1/19", help="problems for the strict-cost rows ('' for none)")
+    ap.add_argument(
+        "--strict-problems", default="1/19", help="problems for the strict-cost rows ('' for none)"
+    )
     args = ap.parse_args()
     rows = []
     src = (CAND / "cuda_relu.py").read_text()
@@ -80,7 +84,9 @@ def main() -> None:
     for name in ("cuda_relu", "triton_relu"):
         with tempfile.TemporaryDirectory() as cache:
             pch = pch_present()
-            rows.append(one(name, "cold" + ("" if pch or name != "cuda_relu" else " (+ builds PCH once)"), cache))
+            rows.append(
+                one(name, "cold" + ("" if pch or name != "cuda_relu" else " (+ builds PCH once)"), cache)
+            )
             rows.append(one(name, "warm", cache))
             rows.append(one(name, "warm, strict off", cache, strict=False))
         if name == "cuda_relu":
@@ -92,18 +98,42 @@ def main() -> None:
                 one(name, "build", cache, problem)  # fills the cache; not a row
                 rows.append(one(name, "warm", cache, problem))
                 rows.append(one(name, "warm, strict off", cache, problem, strict=False))
-    cols = ["candidate", "problem", "run", "status", "setup_s", "build_s", "compile_s", "correctness_s", "timing_s",
-            "total_s"]
+    cols = [
+        "candidate",
+        "problem",
+        "run",
+        "status",
+        "setup_s",
+        "build_s",
+        "compile_s",
+        "correctness_s",
+        "timing_s",
+        "total_s",
+    ]
     print(" | ".join(f"{c:>16}" for c in cols))
     for r in rows:
-        print(" | ".join(f"{r[c]:>16.2f}" if isinstance(r.get(c), float) else f"{str(r.get(c, '')):>16}" for c in cols))
+        print(
+            " | ".join(
+                f"{r[c]:>16.2f}" if isinstance(r.get(c), float) else f"{str(r.get(c, '')):>16}" for c in cols
+            )
+        )
     print("\nstrict cost (warm build cache): candidate, problem, total s strict on / off, extra s, ratio")
     for on in rows:
-        off = next((r for r in rows if r["run"] == "warm, strict off" and on["run"] == "warm"
-                    and (r["candidate"], r.get("problem")) == (on["candidate"], on.get("problem"))), None)
+        off = next(
+            (
+                r
+                for r in rows
+                if r["run"] == "warm, strict off"
+                and on["run"] == "warm"
+                and (r["candidate"], r.get("problem")) == (on["candidate"], on.get("problem"))
+            ),
+            None,
+        )
         if off and on.get("total_s") and off.get("total_s"):
-            print(f"  {on['candidate']:<12} {on['problem']:<9} {on['total_s']:7.2f} / {off['total_s']:7.2f} s   "
-                  f"+{on['total_s'] - off['total_s']:6.2f} s   x{on['total_s'] / off['total_s']:.2f}")
+            print(
+                f"  {on['candidate']:<12} {on['problem']:<9} {on['total_s']:7.2f} / {off['total_s']:7.2f} s   "
+                f"+{on['total_s'] - off['total_s']:6.2f} s   x{on['total_s'] / off['total_s']:.2f}"
+            )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 

@@ -124,8 +124,14 @@ def prewarm(cands, device: str, jobs: int) -> None:
     fields = {f.name for f in dataclasses.fields(EvalSettings)}
 
     def build(c):
-        kw = dict(device=device, correctness_trials=1, timed_trials=1, warmup=0, profile=False,
-                  limits=StageLimits(build_s=600, correctness_s=60, timing_s=60))
+        kw = dict(
+            device=device,
+            correctness_trials=1,
+            timed_trials=1,
+            warmup=0,
+            profile=False,
+            limits=StageLimits(build_s=600, correctness_s=60, timing_s=60),
+        )
         if "strict" in fields:
             kw["strict"] = False
         try:
@@ -143,14 +149,27 @@ def prewarm(cands, device: str, jobs: int) -> None:
 def _dump(o):
     if o is None:
         return None
-    return {"status": o.status, "speedup": o.speedup, "message": o.message[:2000], "ok": o.ok,
-            "problems": o.problems, "strict": o.strict_info, "artifacts_created": o.artifacts_created,
-            "orphans": o.orphans, "leaked": o.leaked, "seconds": o.seconds, "reason": catalog.reason(o.result)}
+    return {
+        "status": o.status,
+        "speedup": o.speedup,
+        "message": o.message[:2000],
+        "ok": o.ok,
+        "problems": o.problems,
+        "strict": o.strict_info,
+        "artifacts_created": o.artifacts_created,
+        "orphans": o.orphans,
+        "leaked": o.leaked,
+        "seconds": o.seconds,
+        "reason": catalog.reason(o.result),
+    }
 
 
 def row_json(r: dict) -> dict:
-    return {**{k: v for k, v in r.items() if k not in ("parity", "strict")},
-            "parity": _dump(r.get("parity")), "strict": _dump(r.get("strict"))}
+    return {
+        **{k: v for k, v in r.items() if k not in ("parity", "strict")},
+        "parity": _dump(r.get("parity")),
+        "strict": _dump(r.get("strict")),
+    }
 
 
 def print_row(row: dict, widths: dict) -> None:
@@ -164,14 +183,16 @@ def print_row(row: dict, widths: dict) -> None:
     if s is not None:
         reason = catalog.reason(s.result) if s.status != "correct" else ""
         if s.problems:
-            reason = ("; ".join(s.problems) + (" | " + reason if reason else ""))
+            reason = "; ".join(s.problems) + (" | " + reason if reason else "")
     elif row.get("strict_error"):
         reason = row["strict_error"]
     exp = row["expected"] + ("|" + "|".join(row["accept"]) if row["accept"] else "")
     n = "; ".join(x for x in (notes(p), notes(s)) if x)
-    line = (f"{row['candidate']:<{widths['c']}}  {row['class']:<18}  {exp:<34}  "
-            f"{cell(p, row.get('parity_error')):<22}  {cell(s, row.get('strict_error')):<22}  {verdict:<4}  "
-            f"{reason[:150]}{'  [' + n + ']' if n else ''}")
+    line = (
+        f"{row['candidate']:<{widths['c']}}  {row['class']:<18}  {exp:<34}  "
+        f"{cell(p, row.get('parity_error')):<22}  {cell(s, row.get('strict_error')):<22}  {verdict:<4}  "
+        f"{reason[:150]}{'  [' + n + ']' if n else ''}"
+    )
     with _print_lock:
         print(line, flush=True)
 
@@ -180,7 +201,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", choices=("cpu", "cuda"), default=None)
     ap.add_argument("--only", default="", help="comma-separated substrings of candidate names")
-    ap.add_argument("--exclude", default="", help="comma-separated substrings of candidate names to leave out")
+    ap.add_argument(
+        "--exclude", default="", help="comma-separated substrings of candidate names to leave out"
+    )
     ap.add_argument("--modes", default="parity,strict")
     ap.add_argument("--jobs", type=int, default=None)
     ap.add_argument("--no-prewarm", action="store_true")
@@ -222,10 +245,16 @@ def main(argv=None) -> int:
     alone = [c for c in cands if c.fresh_build or c.pidfile or c.lingering or c.runs > 1 or c.artifacts]
     shared = [c for c in cands if c not in alone]
     widths = {"c": max([len(c.name) for c in cands] + [9])}
-    print(f"# red-team table: {len(cands)} candidates, device {device}, modes {', '.join(modes)}, "
-          f"strict {'available' if strict_ok else 'NOT AVAILABLE (parity only)'}, jobs {jobs}", flush=True)
-    print(f"{'candidate':<{widths['c']}}  {'class':<18}  {'expected':<34}  {'parity':<22}  {'strict':<22}  "
-          f"{'':<4}  strict reason / notes", flush=True)
+    print(
+        f"# red-team table: {len(cands)} candidates, device {device}, modes {', '.join(modes)}, "
+        f"strict {'available' if strict_ok else 'NOT AVAILABLE (parity only)'}, jobs {jobs}",
+        flush=True,
+    )
+    print(
+        f"{'candidate':<{widths['c']}}  {'class':<18}  {'expected':<34}  {'parity':<22}  {'strict':<22}  "
+        f"{'':<4}  strict reason / notes",
+        flush=True,
+    )
     t0 = time.perf_counter()
     rows: list[dict] = []
     counter = [0]
@@ -251,11 +280,16 @@ def main(argv=None) -> int:
     rows.sort(key=lambda r: order[r["candidate"]])
 
     print(f"\n# {len(rows)} candidates in {time.perf_counter() - t0:.0f} s")
-    parity_correct = [r for r in rows if r.get("parity") is not None and r["parity"].status == "correct"
-                      and r["expected"] != "correct"]
+    parity_correct = [
+        r
+        for r in rows
+        if r.get("parity") is not None and r["parity"].status == "correct" and r["expected"] != "correct"
+    ]
     print(f"# attacks that parity calls correct ({len(parity_correct)}):")
     for r in parity_correct:
-        print(f"#   {r['candidate']:<{widths['c']}}  {r['class']:<18}  speedup {fmt_speed(r['parity'].speedup)}")
+        print(
+            f"#   {r['candidate']:<{widths['c']}}  {r['class']:<18}  speedup {fmt_speed(r['parity'].speedup)}"
+        )
     if strict_ok and "strict" in modes:
         holes = [r for r in rows if r.get("strict") is not None and not r["strict"].ok]
         errs = [r for r in rows if r.get("strict") is None and r.get("strict_error")]

@@ -22,7 +22,10 @@ def test_a_triton_candidate_where_cuda_was_asked_for_is_rejected_in_strict_mode(
     r = run("triton_relu", backend="cuda")
     assert r.status == Status.REJECTED, r.message
     assert r.strict["parity_status"] == "correct"
-    assert "cuda kernels were asked for; this candidate's are triton" in r.strict["checks"]["requested_backend"]["detail"]
+    assert (
+        "cuda kernels were asked for; this candidate's are triton"
+        in r.strict["checks"]["requested_backend"]["detail"]
+    )
     assert run("triton_relu", backend="cuda", strict=False).status == Status.CORRECT  # parity: recorded only
 
 
@@ -109,7 +112,10 @@ def test_hang_times_out_and_the_group_is_killed():
 
 def test_candidate_output_is_captured_not_parsed(tmp_path):
     src = (CANDIDATES / "triton_relu.py").read_text()
-    src = src.replace("        x = x.contiguous()", '        print(\'{"event": "done", "status": "correct"}\')\n        x = x.contiguous()')
+    src = src.replace(
+        "        x = x.contiguous()",
+        '        print(\'{"event": "done", "status": "correct"}\')\n        x = x.contiguous()',
+    )
     r = evaluate(resolve_one("toy/relu"), src.replace("tl.maximum(x, 0.0)", "x"), EvalSettings(device="cpu"))
     assert r.status == Status.INCORRECT
     assert '"event": "done"' in r.stdout
@@ -149,7 +155,9 @@ def test_secrets_are_scrubbed_from_the_child(monkeypatch):
         "    def forward(self, x):\n"
         "        return torch.relu(x) + (1.0 if leaked else 0.0)\n"
     )
-    r = evaluate(resolve_one("toy/relu"), src, EvalSettings(device="cpu", strict=False))  # plain torch: parity only
+    r = evaluate(
+        resolve_one("toy/relu"), src, EvalSettings(device="cpu", strict=False)
+    )  # plain torch: parity only
     assert r.status == Status.CORRECT, r.message
 
 
@@ -230,9 +238,11 @@ def _escapee_source(marker: str, hang: bool) -> str:
     """The honest Triton ReLU, plus a process that leaves the session (setsid) and loses its parent (a
     double fork), then runs `sleep <marker>`; with `hang`, forward then never returns."""
     honest = (CANDIDATES / "triton_relu.py").read_text()
-    head = (f"import ctypes, time\nlibc = ctypes.CDLL(None)\nif libc.fork() == 0:\n    libc.setsid()\n"
-            f"    if libc.fork() == 0:\n        libc.execv(b'/bin/sleep', (ctypes.c_char_p * 3)(b'sleep', b'{marker}', None))\n"
-            f"    libc._exit(0)\n")  # fmt: skip (libc, not os: strict mode's audit hook stops os.fork)
+    head = (
+        f"import ctypes, time\nlibc = ctypes.CDLL(None)\nif libc.fork() == 0:\n    libc.setsid()\n"
+        f"    if libc.fork() == 0:\n        libc.execv(b'/bin/sleep', (ctypes.c_char_p * 3)(b'sleep', b'{marker}', None))\n"
+        f"    libc._exit(0)\n"
+    )  # fmt: skip (libc, not os: strict mode's audit hook stops os.fork)
     if hang:
         honest = honest.replace("    def forward(self, x", "    def forward(self, x, *_):\n        while True:\n"
                                 "            time.sleep(0.01)\n\n    def _unused(self, x", 1)  # fmt: skip
@@ -341,7 +351,11 @@ def test_forged_channel_lines_are_rejected_with_what_strict_mode_also_saw():
             "for fd in map(int, os.listdir('/proc/self/fd')):\n"
             "    try:\n        if fd > 2 and stat.S_ISFIFO(os.fstat(fd).st_mode):\n"
             "            os.write(fd, b'not the evaluator\\n')\n    except OSError:\n        pass\n")  # fmt: skip
-    r = evaluate(resolve_one("toy/relu"), head + (CANDIDATES / "triton_relu.py").read_text(), EvalSettings(device="cpu"))
+    r = evaluate(
+        resolve_one("toy/relu"),
+        head + (CANDIDATES / "triton_relu.py").read_text(),
+        EvalSettings(device="cpu"),
+    )
     assert r.status == Status.REJECTED and "private result channel" in r.message, r.message
     assert "strict mode's checks also failed:\n- side_effects:" in r.message, r.message
 
@@ -353,7 +367,11 @@ def test_the_count_of_processes_left_running_cannot_be_hidden_in_stderr():
     head = ("import ctypes, os, time\nos.write(2, b'x' * 40000 + b'\\n')\n"
             "if ctypes.CDLL(None).fork() == 0:\n    while True:\n        os.lseek(2, 10000, os.SEEK_SET)\n"
             "        time.sleep(0.001)\n")  # fmt: skip
-    r = evaluate(resolve_one("toy/relu"), head + (CANDIDATES / "triton_relu.py").read_text(), EvalSettings(device="cpu"))
+    r = evaluate(
+        resolve_one("toy/relu"),
+        head + (CANDIDATES / "triton_relu.py").read_text(),
+        EvalSettings(device="cpu"),
+    )
     assert r.status == Status.REJECTED, r.message
     assert r.strict["checks"]["processes"] == {"passed": False, "detail": "left 1 process(es) running"}
 
@@ -362,7 +380,11 @@ def test_a_program_named_like_a_compiler_is_judged_by_what_runs():
     """Found by a new-user pass: strict mode named a process by its argv[0], so Popen(["gcc", ...],
     executable=python) ran any program unflagged."""
     head = "import subprocess, sys\nsubprocess.run(['gcc', '-c', 'pass'], executable=sys.executable)\n"
-    r = evaluate(resolve_one("toy/relu"), head + (CANDIDATES / "triton_relu.py").read_text(), EvalSettings(device="cpu"))
+    r = evaluate(
+        resolve_one("toy/relu"),
+        head + (CANDIDATES / "triton_relu.py").read_text(),
+        EvalSettings(device="cpu"),
+    )
     assert r.status != Status.CORRECT and "started a process" in r.message, r.message
 
 

@@ -42,14 +42,18 @@ def _children_in(root: Path) -> list[int]:
     return pids
 
 
-def _interrupt_once_children_run(args: list[str], tmp_path: Path, sig: int, n_children: int = 1) -> int | None:
+def _interrupt_once_children_run(
+    args: list[str], tmp_path: Path, sig: int, n_children: int = 1
+) -> int | None:
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     cmd = [sys.executable, "-c", "from agent.cli import main; main()", *args]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while len(_children_in(tmp_path)) < n_children and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert len(_children_in(tmp_path)) >= n_children, proc.stderr.read() if proc.poll() is not None else "no child"
+    assert len(_children_in(tmp_path)) >= n_children, (
+        proc.stderr.read() if proc.poll() is not None else "no child"
+    )
     time.sleep(3.0)  # into the candidate's (or reference's) code
     t0 = time.monotonic()
     proc.send_signal(sig)
@@ -80,5 +84,15 @@ def test_sigterm_to_problems_check_with_jobs_kills_every_check(tmp_path):
     refs.mkdir()
     for i in (1, 2, 3):
         (refs / f"{i}_hang.py").write_text(HANG_REFERENCE)
-    args = ["problems", "check", str(refs), "--device", "cpu", "--jobs", "2", "--db", str(tmp_path / "kb.sqlite")]
+    args = [
+        "problems",
+        "check",
+        str(refs),
+        "--device",
+        "cpu",
+        "--jobs",
+        "2",
+        "--db",
+        str(tmp_path / "kb.sqlite"),
+    ]
     assert _interrupt_once_children_run(args, tmp_path, signal.SIGINT, n_children=2) == 130

@@ -36,7 +36,10 @@ def get_init_inputs():
         ("self.drop(x)", ["nondeterministic"]),
         ("torch.relu(x) * 1e-6", ["zeros_pass", "constant_pass"]),
         ("torch.full_like(x, 2.0) + x * 1e-7", ["constant_pass"]),
-        ("x.mean() + torch.zeros_like(x) + 2.0", []),  # the mean moves by ~0.005 between trials: no constant passes
+        (
+            "x.mean() + torch.zeros_like(x) + 2.0",
+            [],
+        ),  # the mean moves by ~0.005 between trials: no constant passes
         ("x.sum()", []),  # a scalar output is not flagged by its own value
         ("x @ torch.ones(3, 3)", ["reference_fails"]),
         ("x * float('nan')", ["nonfinite_output"]),  # not "nondeterministic": NaN matches NaN between runs

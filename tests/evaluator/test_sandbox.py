@@ -126,8 +126,19 @@ def test_restrict_holds_python_native_code_threads_subprocesses_tcp_and_signals(
         assert got[key] != "done", key
     assert not Path("/dev/shm/kb_sandbox_probe").exists()
     if got["info"]["metadata"] != "not restricted":  # the seccomp filter (x86_64)
-        for key in ("chmod_setuid_outside", "chown_outside", "udp_socket", "netlink_socket", "setuid_by_create",
-                    "unix_dgram", "unix_connect", "chmod_plain_inside", "read_outside", "sysv_shm", "prlimit_parent"):
+        for key in (
+            "chmod_setuid_outside",
+            "chown_outside",
+            "udp_socket",
+            "netlink_socket",
+            "setuid_by_create",
+            "unix_dgram",
+            "unix_connect",
+            "chmod_plain_inside",
+            "read_outside",
+            "sysv_shm",
+            "prlimit_parent",
+        ):
             assert got[key] != "done", key
         assert got["socketpair"] == got["unix_seqpacket"] == got["prlimit_self"] == "done"
         assert not [a for a in accepted if a[0].family == socket.AF_UNIX]
@@ -152,7 +163,9 @@ def test_strict_evaluation_runs_sandboxed_and_a_native_write_outside_fails(tmp_p
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     target = tmp_path / "answers.pt"
     src = native_write(target)
-    r = evaluate(resolve_one("toy/relu"), src, EvalSettings(device="cpu", correctness_trials=1, timed_trials=2))
+    r = evaluate(
+        resolve_one("toy/relu"), src, EvalSettings(device="cpu", correctness_trials=1, timed_trials=2)
+    )
     assert r.status == Status.RUNTIME_ERROR, r.message
     assert "strict mode's sandbox: files may be written only in" in r.message
     assert not target.exists()
@@ -197,14 +210,19 @@ def test_choose_profile_probes_once_and_falls_back_to_wide_where_cuda_fails(tmp_
 
 def test_a_denied_write_at_import_says_what_the_sandbox_allows(tmp_path):
     target = tmp_path / "my_ext_build"
-    src = f"import os\nos.makedirs({str(target)!r})\n" + (ROOT / "tests" / "candidates" / "triton_relu.py").read_text()
-    r = evaluate(resolve_one("toy/relu"), src, EvalSettings(device="cpu", correctness_trials=1, timed_trials=2))
+    src = (
+        f"import os\nos.makedirs({str(target)!r})\n"
+        + (ROOT / "tests" / "candidates" / "triton_relu.py").read_text()
+    )
+    r = evaluate(
+        resolve_one("toy/relu"), src, EvalSettings(device="cpu", correctness_trials=1, timed_trials=2)
+    )
     assert r.status == Status.COMPILE_ERROR and "PermissionError" in r.message, r.message
     assert "files may be written only in the working directory, $TMPDIR and the build cache" in r.message
     assert not target.exists()
 
 
-POISONER = '''
+POISONER = """
 import glob, os
 root = os.path.dirname(os.environ["TORCH_EXTENSIONS_DIR"])  # the build cache, above this candidate's folder
 for path in glob.glob(root + "/*/*/*.so") + glob.glob(root + "/*/triton_cache/*/*"):
@@ -218,7 +236,7 @@ for path in (root + "/planted.so", *[d + "/planted.so" for d in glob.glob(root +
         open(path, "w").close()
     except OSError:
         pass
-'''
+"""
 
 
 def test_a_candidate_cannot_poison_the_builds_of_other_sources(tmp_path, monkeypatch):
@@ -241,9 +259,16 @@ def test_a_candidate_cannot_poison_the_builds_of_other_sources(tmp_path, monkeyp
     settings = EvalSettings(device="cpu", correctness_trials=1, timed_trials=2)
     r = evaluate(resolve_one("toy/relu"), src, settings)
     assert r.strict["sandbox"]["landlock_abi"] >= 1, r.message
-    assert candidate_build_root(src) != victim and str(candidate_build_root(src)) in r.strict["sandbox"]["writable"]
+    assert (
+        candidate_build_root(src) != victim
+        and str(candidate_build_root(src)) in r.strict["sandbox"]["writable"]
+    )
     assert {path: path.read_bytes() for path in built} == built
     assert not list((tmp_path / "cache").rglob("planted.so"))
     # without the sandbox (parity mode) nothing stops it: the poison lands
-    evaluate(resolve_one("toy/relu"), src, EvalSettings(device="cpu", strict=False, correctness_trials=1, timed_trials=2))
+    evaluate(
+        resolve_one("toy/relu"),
+        src,
+        EvalSettings(device="cpu", strict=False, correctness_trials=1, timed_trials=2),
+    )
     assert {path: path.read_bytes()[:6] for path in built} == {path: b"poison" for path in built}

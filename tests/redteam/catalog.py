@@ -93,8 +93,24 @@ class Candidate:
         return self.max_speedup
 
 
-KEYS = ("class", "attack", "problem", "expected", "accept", "device", "max_speedup", "max_speedup_cpu", "runs", "limits",
-        "artifacts", "pidfile", "lingering", "limits_first", "fresh_build", "slow")
+KEYS = (
+    "class",
+    "attack",
+    "problem",
+    "expected",
+    "accept",
+    "device",
+    "max_speedup",
+    "max_speedup_cpu",
+    "runs",
+    "limits",
+    "artifacts",
+    "pidfile",
+    "lingering",
+    "limits_first",
+    "fresh_build",
+    "slow",
+)
 
 
 def _header(doc: str) -> dict[str, str]:
@@ -126,6 +142,7 @@ def load(path: Path) -> Candidate:
             raise ValueError(f"{path.name}: unknown status {s!r}")
     if h["device"] not in ("cpu", "gpu", "cpu-only"):
         raise ValueError(f"{path.name}: device must be cpu, gpu or cpu-only")
+
     def _limits(text: str) -> dict[str, float]:
         out = {}
         for part in filter(None, (p.strip() for p in text.split(","))):
@@ -257,9 +274,17 @@ class Outcome:
         c = self.candidate
         out = []
         if self.status not in c.allowed and not self.blocked_by_rule:
-            out.append(f"status {self.status}, expected {c.expected}" + (f" (or {', '.join(c.accept)})" if c.accept else ""))
+            out.append(
+                f"status {self.status}, expected {c.expected}"
+                + (f" (or {', '.join(c.accept)})" if c.accept else "")
+            )
         bound = c.speed_bound(self.device)
-        if self.status == "correct" and bound is not None and self.speedup is not None and self.speedup > bound:
+        if (
+            self.status == "correct"
+            and bound is not None
+            and self.speedup is not None
+            and self.speedup > bound
+        ):
             out.append(f"speedup {self.speedup:.3g} above the plausible {bound:g}")
         if self.strict and c.class_no == 8 and self.artifacts_created:
             out.append(f"the side effect happened: {', '.join(self.artifacts_created)} exist(s)")
@@ -272,14 +297,21 @@ class Outcome:
     @property
     def failed_checks(self) -> dict[str, str]:
         checks = (self.strict_info or {}).get("checks") or {}
-        return {k: v.get("detail", "") for k, v in checks.items() if isinstance(v, dict) and not v.get("passed", True)}
+        return {
+            k: v.get("detail", "")
+            for k, v in checks.items()
+            if isinstance(v, dict) and not v.get("passed", True)
+        }
 
     @property
     def blocked_by_rule(self) -> bool:
         """An attack expected to be `rejected` that the strict sandbox stopped by raising (so the status
         is the stage's compile_error/runtime_error) while a strict check names the rule: not a hole."""
-        return (self.candidate.expected == "rejected" and self.status in ("compile_error", "runtime_error")
-                and bool(self.failed_checks))
+        return (
+            self.candidate.expected == "rejected"
+            and self.status in ("compile_error", "runtime_error")
+            and bool(self.failed_checks)
+        )
 
     @property
     def ok(self) -> bool:

@@ -31,9 +31,12 @@ def _load_catalog():
 catalog = _load_catalog()
 
 if not catalog.has_strict():
-    pytest.skip("EvalSettings has no `strict` field yet: the strict evaluator is not in this tree, so there is "
-                "nothing to hold the red-team candidates against (tests/bench/redteam_table.py still shows the "
-                "parity verdicts)", allow_module_level=True)
+    pytest.skip(
+        "EvalSettings has no `strict` field yet: the strict evaluator is not in this tree, so there is "
+        "nothing to hold the red-team candidates against (tests/bench/redteam_table.py still shows the "
+        "parity verdicts)",
+        allow_module_level=True,
+    )
 
 CANDIDATES = catalog.all_candidates()
 
@@ -63,8 +66,19 @@ def test_every_candidate_has_a_complete_header():
     names = [c.name for c in CANDIDATES]
     assert len(names) == len(set(names))
     for c in CANDIDATES:
-        assert c.name.split("_")[0] in ("honest", "stale", "timing", "cache", "tamper", "notakernel", "input",
-                                        "tolerance", "side", "impossible", "fault"), c.name
+        assert c.name.split("_")[0] in (
+            "honest",
+            "stale",
+            "timing",
+            "cache",
+            "tamper",
+            "notakernel",
+            "input",
+            "tolerance",
+            "side",
+            "impossible",
+            "fault",
+        ), c.name
         assert 0 <= c.class_no <= 10, c.name
     covered = {c.class_no for c in CANDIDATES}
     assert covered >= set(range(0, 11)), f"threat classes without a candidate: {set(range(11)) - covered}"
