@@ -14,10 +14,10 @@ except PackageNotFoundError:  # running from a source tree that was never instal
 
 # public name -> module that defines it; resolved on first access (PEP 562)
 _LAZY = {
-    "solve": "agent.loop",
-    "SolveConfig": "agent.loop",
-    "Store": "agent.store",
-    "fast_p": "agent.metrics",
+    "solve": "kb_agent.agent.loop",
+    "SolveConfig": "kb_agent.agent.loop",
+    "Store": "kb_agent.agent.store",
+    "fast_p": "kb_agent.agent.metrics",
 }
 
 

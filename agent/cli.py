@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
+from kb_agent.agent import __version__
 from rich.console import Console
 from rich.table import Table
-
-from agent import __version__
 
 app = typer.Typer(
     help="Agentic multi-turn kernel optimisation around KernelBench.",
@@ -74,7 +73,7 @@ def _kill_children_until_idle(pool, seconds: float = 10.0) -> None:
     starting a child as we kill the others)."""
     import time
 
-    from evaluator.runner import kill_live_children
+    from kb_agent.evaluator.runner import kill_live_children
 
     deadline = time.monotonic() + seconds
     while True:
@@ -94,7 +93,7 @@ LimitsOpt = Annotated[
 
 
 def _limits(text: str | None):
-    from evaluator.settings import StageLimits
+    from kb_agent.evaluator.settings import StageLimits
 
     try:
         return StageLimits.parse(text) if text else StageLimits()
@@ -127,13 +126,13 @@ def require_cuda(device: str, hint: str) -> None:
 
 
 def _expected_errors() -> tuple[type[Exception], ...]:
-    from agent.report import ReportError
-    from agent.store import StoreError
-    from problems import ProblemError
+    from kb_agent.agent.report import ReportError
+    from kb_agent.agent.store import StoreError
+    from kb_agent.problems import ProblemError
 
     errors: tuple[type[Exception], ...] = (ProblemError, UsageError, StoreError, ReportError)
-    if "agent.llm" in sys.modules:  # only commands that talk to a model import it
-        errors += (sys.modules["agent.llm"].LLMError,)
+    if "kb_agent.agent.llm" in sys.modules:  # only commands that talk to a model import it
+        errors += (sys.modules["kb_agent.agent.llm"].LLMError,)
     return errors
 
 
@@ -158,7 +157,7 @@ def problems_list(
     dataset: DatasetOpt = None,
 ) -> None:
     """List problems as a table: level, id, name."""
-    from problems import available_levels, resolve
+    from kb_agent.problems import available_levels, resolve
 
     specs = [level] if level is not None else [*map(str, available_levels(dataset)), "toy"]
     table = Table("level", "id", "name")
@@ -177,7 +176,7 @@ def problems_show(
     dataset: DatasetOpt = None,
 ) -> None:
     """Print a problem's reference source (highlighted on a terminal, plain when piped)."""
-    from problems import resolve_one
+    from kb_agent.problems import resolve_one
 
     p = resolve_one(spec, dataset)
     if out.is_terminal:
@@ -213,10 +212,10 @@ def problems_check(
     import json
     from concurrent.futures import ThreadPoolExecutor
 
-    from agent.store import Store
-    from evaluator import EvalSettings
-    from evaluator.runner import check_problem
-    from problems import resolve
+    from kb_agent.agent.store import Store
+    from kb_agent.evaluator import EvalSettings
+    from kb_agent.evaluator.runner import check_problem
+    from kb_agent.problems import resolve
 
     try:
         settings = EvalSettings(device=device, precision=precision, limits=_limits(stage_limits))
@@ -297,8 +296,8 @@ def report_cmd(
     """Best-of-trajectory fast_p per run, with denominators, level and GPU."""
     import json
 
-    from agent import report
-    from agent.store import Store
+    from kb_agent.agent import report
+    from kb_agent.agent.store import Store
 
     with Store(db, create=False) as store:
         rep = report.build_report(store, runs, by_turn=by_turn)
@@ -313,8 +312,8 @@ def runs_list(db: DbOpt = None) -> None:
     """List the runs: id, name, created, model, problems, status (running, finished, interrupted,
     failed, or killed: its process on this machine is gone without a word; `solve --resume RUN`
     continues it)."""
-    from agent import report
-    from agent.store import Store
+    from kb_agent.agent import report
+    from kb_agent.agent.store import Store
 
     with Store(db, create=False) as store:
         rows = report.list_runs(store)
@@ -332,8 +331,8 @@ def runs_show(
     db: DbOpt = None,
 ) -> None:
     """Show a run turn by turn (status, speedup, tokens, cost), or one turn's extracted code."""
-    from agent import report
-    from agent.store import Store
+    from kb_agent.agent import report
+    from kb_agent.agent.store import Store
 
     with Store(db, create=False) as store:
         if code is not None:
@@ -384,13 +383,13 @@ def eval_cmd(
 
     The exit code is 0 whenever the evaluation ran, whatever its verdict; 2 for bad usage.
     """
-    from problems import resolve_one
+    from kb_agent.problems import resolve_one
 
     if not candidate.is_file():
         raise UsageError(f"no such candidate file: {str(candidate)!r}")
     if baseline not in (None, "compile"):
         raise UsageError(f"unknown --baseline {baseline!r}; the only baseline is 'compile'")
-    from evaluator import EvalSettings, evaluate
+    from kb_agent.evaluator import EvalSettings, evaluate
 
     try:
         settings = EvalSettings(backend=backend, device=device, precision=precision, strict=strict, sandbox=sandbox,
@@ -411,7 +410,7 @@ def eval_cmd(
     if json_out:
         sys.stdout.write(result.to_json() + "\n")
     else:
-        from agent.render import eval_summary
+        from kb_agent.agent.render import eval_summary
 
         out.print(eval_summary(result))
 
@@ -457,12 +456,12 @@ def solve_cmd(
     dataset: DatasetOpt = None,
 ) -> None:
     """The main job: K turns of problem -> LLM -> kernel -> evaluation -> feedback, every turn logged."""
-    from agent.llm import LiteLLMModel, LLMConfig
-    from agent.loop import SolveConfig, resume, solve
-    from agent.progress import TurnPrinter
-    from agent.store import Store
-    from evaluator import EvalSettings, LocalEvaluator
-    from problems import resolve
+    from kb_agent.agent.llm import LiteLLMModel, LLMConfig
+    from kb_agent.agent.loop import SolveConfig, resume, solve
+    from kb_agent.agent.progress import TurnPrinter
+    from kb_agent.agent.store import Store
+    from kb_agent.evaluator import EvalSettings, LocalEvaluator
+    from kb_agent.problems import resolve
 
     store = Store(db)
     if resume_run:

@@ -3,7 +3,7 @@
 Tests point litellm (or either SDK) at it to exercise the real HTTP path offline; on a GPU machine it
 stands in for a model in a demo of the whole loop:
 
-    python -m agent.fakeserver --replies replies/        # prints http://127.0.0.1:PORT
+    python -m kb_agent.agent.fakeserver --replies replies/        # prints http://127.0.0.1:PORT
     kb-agent solve toy/relu --model openai/scripted --api-base http://127.0.0.1:PORT/v1
 
 From Python:
@@ -360,8 +360,10 @@ def _reply_from_json(x: Any) -> ScriptedReply:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m agent.fakeserver --replies FILE_OR_DIR [--port N]`: serve until interrupted."""
-    ap = argparse.ArgumentParser(prog="python -m agent.fakeserver", description=__doc__.split("\n\n")[0])
+    """`python -m kb_agent.agent.fakeserver --replies FILE_OR_DIR [--port N]`: serve until interrupted."""
+    ap = argparse.ArgumentParser(
+        prog="python -m kb_agent.agent.fakeserver", description=__doc__.split("\n\n")[0]
+    )
     ap.add_argument(
         "--replies", required=True, help="a directory of *.md/*.txt replies, a JSON list, or one file"
     )

@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 import re
 
-from evaluator.result import CorrectnessInfo, EvalResult, ProfileInfo, Status, TrialResult
-from evaluator.settings import TOLERANCES
-from problems import Problem
-from prompts import example_parts, render
+from kb_agent.evaluator.result import CorrectnessInfo, EvalResult, ProfileInfo, Status, TrialResult
+from kb_agent.evaluator.settings import TOLERANCES
+from kb_agent.problems import Problem
+from kb_agent.prompts import example_parts, render
 
 MAX_COMPILE_ERRORS = 10  # compiler errors shown, from the first
 MAX_ERROR_CHARS = 400  # per error line

@@ -30,13 +30,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.extract import extract_code
-from agent.feedback import feedback_for, initial_messages
-from agent.llm import LLMError, LLMReply, Model
-from agent.store import Store, StoreError, running_elsewhere
-from evaluator import Evaluator
-from evaluator.result import EvalResult
-from problems import Problem
+from kb_agent.agent.extract import extract_code
+from kb_agent.agent.feedback import feedback_for, initial_messages
+from kb_agent.agent.llm import LLMError, LLMReply, Model
+from kb_agent.agent.store import Store, StoreError, running_elsewhere
+from kb_agent.evaluator import Evaluator
+from kb_agent.evaluator.result import EvalResult
+from kb_agent.problems import Problem
 
 log = logging.getLogger(__name__)
 

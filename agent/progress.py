@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from kb_agent.agent.loop import TurnEvent
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-from agent.loop import TurnEvent
 
 _STYLE = {"correct": "green", "incorrect": "yellow", "timeout": "magenta", "no_code": "cyan"}
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+from kb_agent.agent.feedback import trial_line
+from kb_agent.evaluator.result import EvalResult, Status, TimingStats
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
-
-from agent.feedback import trial_line
-from evaluator.result import EvalResult, Status, TimingStats
 
 _STYLE = {Status.CORRECT: "bold green", Status.INCORRECT: "bold yellow", Status.TIMEOUT: "bold magenta"}
 

@@ -12,8 +12,8 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from agent import metrics
-from agent.store import Store
+from kb_agent.agent import metrics
+from kb_agent.agent.store import Store
 
 
 class ReportError(Exception):

@@ -34,9 +34,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from kb_agent.problems.problem import Problem
 from sqlite_utils import Database
-
-from problems.problem import Problem
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ process. Knows nothing about LLMs, prompts or the database; importing it does no
 
 from typing import Protocol
 
-from evaluator.result import (
+from kb_agent.evaluator.result import (
     SCHEMA_VERSION,
     CompileInfo,
     CorrectnessInfo,
@@ -17,8 +17,8 @@ from evaluator.result import (
     TimingStats,
     TrialResult,
 )
-from evaluator.settings import BACKENDS, PRECISIONS, TOLERANCES, EvalSettings, StageLimits
-from problems import Problem
+from kb_agent.evaluator.settings import BACKENDS, PRECISIONS, TOLERANCES, EvalSettings, StageLimits
+from kb_agent.problems import Problem
 
 
 class Evaluator(Protocol):
@@ -29,7 +29,7 @@ class Evaluator(Protocol):
 
 def evaluate(problem: Problem, candidate_source: str, settings: EvalSettings | None = None) -> EvalResult:
     """Evaluate one candidate in a fresh, isolated child process. See `evaluator.runner.evaluate`."""
-    from evaluator.runner import evaluate as _evaluate
+    from kb_agent.evaluator.runner import evaluate as _evaluate
 
     return _evaluate(problem, candidate_source, settings or EvalSettings())
 

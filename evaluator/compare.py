@@ -11,8 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
-
-from evaluator.result import TrialResult
+from kb_agent.evaluator.result import TrialResult
 
 MAX_LISTED_MISMATCHES = 5
 CHUNK_ELEMENTS = (

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from evaluator.result import EvalResult, Status
-from problems import Problem
+from kb_agent.evaluator.result import EvalResult, Status
+from kb_agent.problems import Problem
 
 
 class ScriptedEvaluator:

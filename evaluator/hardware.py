@@ -6,8 +6,7 @@ import platform
 import subprocess
 
 import torch
-
-from evaluator.result import HardwareInfo
+from kb_agent.evaluator.result import HardwareInfo
 
 
 def arch_list(capability: tuple[int, int]) -> str:

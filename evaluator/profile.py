@@ -7,8 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-
-from evaluator.result import KernelRow, ProfileInfo
+from kb_agent.evaluator.result import KernelRow, ProfileInfo
 
 # Kernels that come from PyTorch's own libraries (ATen, cuBLAS(Lt), cuDNN, CUTLASS inside them, NCCL,
 # inductor-generated Triton) rather than from the candidate.

@@ -27,8 +27,8 @@ import threading
 import time
 from pathlib import Path
 
-from evaluator.procs import group_members, group_rss_bytes
-from evaluator.result import (
+from kb_agent.evaluator.procs import group_members, group_rss_bytes
+from kb_agent.evaluator.result import (
     CHECK_FLAGS,
     CompileInfo,
     CorrectnessInfo,
@@ -39,8 +39,8 @@ from evaluator.result import (
     TimingInfo,
     _build,
 )
-from evaluator.settings import EvalSettings, StageLimits
-from problems import Problem
+from kb_agent.evaluator.settings import EvalSettings, StageLimits
+from kb_agent.problems import Problem
 
 log = logging.getLogger(__name__)
 
@@ -312,7 +312,7 @@ def run_child(
             [
                 sys.executable,
                 "-m",
-                "evaluator.worker",
+                "kb_agent.evaluator.worker",
                 str(w_fd),
                 str(job_path),
                 str(key_r),

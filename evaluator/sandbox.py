@@ -43,7 +43,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from evaluator.procs import listdir
+from kb_agent.evaluator.procs import listdir
 
 # syscall numbers: the same in the unified table of x86_64, aarch64 and the other 64-bit Linux ports
 _NR_CREATE_RULESET, _NR_ADD_RULE, _NR_RESTRICT_SELF = 444, 445, 446
@@ -146,7 +146,7 @@ def _readable_roots() -> list[str]:
     for var in ("CUDA_HOME", "CUDA_PATH"):
         if os.environ.get(var):
             out.append(os.environ[var])
-    from evaluator.build import find_nvcc
+    from kb_agent.evaluator.build import find_nvcc
 
     tools = [find_nvcc(), *(shutil.which(t) for t in ("ninja", "g++", "gcc"))]
     out += [str(Path(os.path.realpath(t)).parent.parent) for t in tools if t]  # the builds' toolkits
@@ -411,13 +411,13 @@ def _deny_metadata_and_inet(libc) -> bool:
 
 # -- choosing the profile on a GPU machine -----------------------------------------------------------
 def _probe_main(profile: str, writable: list[str]) -> None:
-    """`python -m evaluator.sandbox probe PROFILE DIR...`: under the profile, compile with g++ and nvcc,
+    """`python -m kb_agent.evaluator.sandbox probe PROFILE DIR...`: under the profile, compile with g++ and nvcc,
     start CUDA, run a torch kernel, a Triton kernel and the profiler (what an evaluation does); prints
     "ok" when all work."""
     import subprocess
     import tempfile
 
-    from evaluator.build import find_nvcc
+    from kb_agent.evaluator.build import find_nvcc
 
     restrict(writable, profile)
     with tempfile.TemporaryDirectory(dir=writable[0]) as d:
@@ -471,7 +471,7 @@ def choose_profile(writable: list[str], cache_dir: str | os.PathLike, timeout_s:
         known = {}
     if key in known:
         return known[key]
-    cmd = [sys.executable, "-m", "evaluator.sandbox", "probe", "narrow", *writable]
+    cmd = [sys.executable, "-m", "kb_agent.evaluator.sandbox", "probe", "narrow", *writable]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
         ok = r.returncode == 0 and r.stdout.strip().endswith("ok")

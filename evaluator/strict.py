@@ -19,7 +19,7 @@ The checks, by the kind of hack they close (each closes the class, not one examp
   (`SideEffectMonitor`); threads left running are reported;
 * timing escapes and replay: a host-clock cross-check with a device-wide synchronize, and timed calls on
   fresh input values (`evaluator.timing.time_strict`);
-* not a kernel: custom kernels must account for most of the GPU time (`MIN_CUSTOM_SHARE`) and the
+* not a kernel: custom kernels must account for most of the GPU time (`thresholds.MIN_CUSTOM_SHARE`) and the
   source must not call torch.compile, inherit from the reference or reach into the evaluator
   (`static_findings`);
 * physically impossible speed: faster than the bytes and FLOPs the reference must move and do allow
@@ -41,19 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# A zero or constant output against a non-constant reference has a relative error of about 1; honest
-# fp32 kernels land far below 1e-3 (METHOD.md; tf32 near 3e-4), half precision below 1e-2.
-MAX_RELATIVE_ERROR = {"fp32": 1e-2, "fp16": 5e-2, "bf16": 5e-2}
-# Custom kernels must account for at least this share of the GPU time of one forward; PyTorch glue
-# (allocation, views, a bias add beside a custom GEMM) stays under it.
-MIN_CUSTOM_SHARE = 0.5
-# Peak dense rates per compute capability, FLOP/s (vendor datasheets: H100/H200 SXM TF32 tensor
-# 495e12, FP16/BF16 tensor 990e12; A100 156e12 / 312e12). fp32 problems use the TF32 rate, the most
-# generous one a candidate could legitimately reach.
-PEAK_FLOPS = {"9.0": {"fp32": 495e12, "fp16": 990e12, "bf16": 990e12},
-              "8.0": {"fp32": 156e12, "fp16": 312e12, "bf16": 312e12}}  # fmt: skip
-# A candidate is rejected as implausible only when it beats the floor by this factor (timer noise).
-SOL_SLACK = 0.8
+from kb_agent.evaluator.thresholds import PEAK_FLOPS
 
 
 @dataclass
@@ -79,7 +67,7 @@ _STATIC_RULES = [
     (r"\bgc\.get_(objects|referrers|referents)\b", "walks the garbage collector"),
     (r"\bsys\._getframe\b|\binspect\.(currentframe|stack|getouterframes)\b|\bf_back\b", "walks stack frames"),
     (
-        r"\bkb_reference\b|\bkb_candidate\b|\bimport\s+evaluator\b|\bfrom\s+evaluator\b",
+        r"\bkb_reference\b|\bkb_candidate\b|\b(import|from)\s+(kb_agent\.)?evaluator\b|\bkb_agent\.evaluator\b",
         "reaches into the evaluator's modules",
     ),
     (r"\bsys\.modules\b", "reads sys.modules"),
@@ -260,8 +248,7 @@ def relative_error(expected, actual) -> float | None:
     """‖actual − expected‖ / ‖expected‖ in float64 over all output tensors; None when the reference
     output is all zeros (no scale to compare against)."""
     import torch
-
-    from evaluator.compare import flat_chunks, flatten_outputs
+    from kb_agent.evaluator.compare import flat_chunks, flatten_outputs
 
     num = den = 0.0
     for e, a in zip(flatten_outputs(expected), flatten_outputs(actual), strict=False):
@@ -282,8 +269,7 @@ def relative_error(expected, actual) -> float | None:
 def exact_types(expected, actual) -> str | None:
     """None when every output is a plain torch.Tensor of the reference's dtype, else what differs."""
     import torch
-
-    from evaluator.compare import flatten_outputs
+    from kb_agent.evaluator.compare import flatten_outputs
 
     for e, a in zip(flatten_outputs(expected), flatten_outputs(actual), strict=False):
         if isinstance(e, torch.Tensor):
@@ -309,8 +295,7 @@ def alternative_inputs(inputs: list, torch_mod) -> Iterator[tuple[str, list]]:
 # ------------------------------------------------------------------------------------ speed of light
 def count_bytes(values) -> int:
     import torch
-
-    from evaluator.compare import flatten_outputs
+    from kb_agent.evaluator.compare import flatten_outputs
 
     return sum(v.numel() * v.element_size() for v in flatten_outputs(values) if isinstance(v, torch.Tensor))
 

@@ -26,8 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-
-from evaluator.result import TimingStats
+from kb_agent.evaluator.result import TimingStats
 
 # bound at import, which the worker does before the candidate's code runs, so a candidate that replaces
 # them does not change the timing (strict mode also reports the replacement)
@@ -109,7 +108,7 @@ def _capture(
     call runs under `torch.cuda.set_sync_debug_mode("error")` (a model that syncs through torch is never
     captured), and after any failure the generator gets back the state it had before.
     """
-    from evaluator.compare import compare_outputs, flatten_outputs
+    from kb_agent.evaluator.compare import compare_outputs, flatten_outputs
 
     generator = torch.cuda.default_generators[torch.cuda.current_device()]
     saved = generator.clone_state()

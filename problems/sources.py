@@ -13,7 +13,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from problems.problem import Problem, ProblemError
+from kb_agent.problems.problem import Problem, ProblemError
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ import os
 import re
 from pathlib import Path
 
-from problems.problem import Problem, ProblemError
-from problems.sources import available_levels, load_level, toy_problems
+from kb_agent.problems.problem import Problem, ProblemError
+from kb_agent.problems.sources import available_levels, load_level, toy_problems
 
 _IDS_RE = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")

@@ -3,7 +3,7 @@
 Imports nothing of ours. `render(name, **variables)` fails loudly on a missing variable.
 """
 
-from prompts.render import (
+from kb_agent.prompts.render import (
     BACKENDS,
     EXAMPLE_MARKER,
     PromptError,

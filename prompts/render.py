@@ -22,7 +22,7 @@ class PromptError(LookupError):
 
 def template_names() -> list[str]:
     """Names of the templates (file names without `.txt`), sorted."""
-    folder = resources.files("prompts") / "templates"
+    folder = resources.files("kb_agent.prompts") / "templates"
     return sorted(p.name[:-4] for p in folder.iterdir() if p.name.endswith(".txt"))
 
 
@@ -30,7 +30,7 @@ def template_names() -> list[str]:
 def template_text(name: str) -> str:
     """The raw text of template `name` (with or without `.txt`). Raises PromptError if there is none."""
     stem = name[:-4] if name.endswith(".txt") else name
-    path = resources.files("prompts") / "templates" / f"{stem}.txt"
+    path = resources.files("kb_agent.prompts") / "templates" / f"{stem}.txt"
     if not path.is_file():
         raise PromptError(f"no prompt template {stem!r}; templates: {', '.join(template_names())}")
     return path.read_text(encoding="utf-8")
@@ -68,7 +68,9 @@ def example_source(backend: str) -> str:
     """The whole worked-example file for `backend` ("cuda" or "triton")."""
     if backend not in BACKENDS:
         raise PromptError(f"no worked example for backend {backend!r}; backends: {', '.join(BACKENDS)}")
-    return (resources.files("prompts") / "examples" / f"{backend}_example.py").read_text(encoding="utf-8")
+    return (resources.files("kb_agent.prompts") / "examples" / f"{backend}_example.py").read_text(
+        encoding="utf-8"
+    )
 
 
 def example_parts(backend: str) -> tuple[str, str]:

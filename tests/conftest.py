@@ -60,7 +60,7 @@ def fake_llm():
     """A scripted OpenAI/Anthropic-compatible server on 127.0.0.1 for one test: `fake_llm.add(...)`
     queues replies; `fake_llm.openai_base` / `fake_llm.anthropic_base` are the api_base values;
     `fake_llm.requests` records what clients sent."""
-    from agent.fakeserver import FakeLLMServer
+    from kb_agent.agent.fakeserver import FakeLLMServer
 
     with FakeLLMServer() as srv:
         yield srv

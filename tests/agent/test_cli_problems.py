@@ -1,9 +1,8 @@
 import subprocess
 import sys
 
+from kb_agent.agent.cli import app
 from typer.testing import CliRunner
-
-from agent.cli import app
 
 runner = CliRunner()
 
@@ -69,8 +68,7 @@ def test_solve_rejects_bad_sampling_options_in_one_line(tmp_path):
 
 def test_stage_limits_parse_and_bad_values_are_one_line_errors(tmp_path):
     import pytest
-
-    from evaluator.settings import StageLimits
+    from kb_agent.evaluator.settings import StageLimits
 
     lim = StageLimits.parse("build=600, timing=1.5")
     assert (lim.build_s, lim.timing_s, lim.correctness_s) == (600.0, 1.5, StageLimits().correctness_s)

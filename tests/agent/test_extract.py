@@ -1,8 +1,7 @@
 import itertools
 
 import pytest
-
-from agent.extract import code_blocks, extract_code
+from kb_agent.agent.extract import code_blocks, extract_code
 
 MODULE = """import torch
 import torch.nn as nn

@@ -8,8 +8,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-
-from agent.fakeserver import (
+from kb_agent.agent.fakeserver import (
     FakeLLMServer,
     empty_message,
     load_replies,
@@ -124,7 +123,7 @@ def test_load_replies_from_dir_and_json(tmp_path):
 def test_cli_serves_replies_from_a_directory(tmp_path):
     (tmp_path / "1.md").write_text("from a file")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agent.fakeserver", "--replies", str(tmp_path)],
+        [sys.executable, "-m", "kb_agent.agent.fakeserver", "--replies", str(tmp_path)],
         stdout=subprocess.PIPE,
         text=True,
     )

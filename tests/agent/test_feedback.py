@@ -1,7 +1,6 @@
 import pytest
-
-from agent.feedback import feedback_for, initial_messages, profile_table, trim_log
-from evaluator.result import (
+from kb_agent.agent.feedback import feedback_for, initial_messages, profile_table, trim_log
+from kb_agent.evaluator.result import (
     CompileInfo,
     CorrectnessInfo,
     EvalResult,
@@ -10,7 +9,7 @@ from evaluator.result import (
     Status,
     TrialResult,
 )
-from problems import Problem
+from kb_agent.problems import Problem
 
 NEXT_STEP = "Answer with the whole"
 

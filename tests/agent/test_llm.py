@@ -5,9 +5,16 @@ import subprocess
 import sys
 
 import pytest
-
-from agent.fakeserver import empty_message, malformed, no_choices, rate_limited, reply, server_error, slow
-from agent.llm import (
+from kb_agent.agent.fakeserver import (
+    empty_message,
+    malformed,
+    no_choices,
+    rate_limited,
+    reply,
+    server_error,
+    slow,
+)
+from kb_agent.agent.llm import (
     DUMMY_API_KEY,
     LiteLLMModel,
     LLMConfig,
@@ -222,10 +229,10 @@ def test_scripted_model_replays_and_raises():
 
 
 def test_the_loop_through_litellm_and_the_fake_server(fake_llm, tmp_path, monkeypatch):
-    from agent.loop import SolveConfig, solve
-    from agent.store import Store
-    from evaluator.fake import ScriptedEvaluator, canned
-    from problems import resolve
+    from kb_agent.agent.loop import SolveConfig, solve
+    from kb_agent.agent.store import Store
+    from kb_agent.evaluator.fake import ScriptedEvaluator, canned
+    from kb_agent.problems import resolve
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-should-not-be-stored")
     block = "```python\nimport torch\n\nclass ModelNew(torch.nn.Module):\n    pass\n```"

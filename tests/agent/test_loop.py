@@ -2,13 +2,12 @@
 (The loop through litellm and the fake HTTP server is in test_llm.py, which imports litellm.)"""
 
 import pytest
-
-from agent.llm import LLMError, LLMReply, ScriptedModel
-from agent.loop import SolveConfig, TurnEvent, resume, solve
-from agent.store import Store
-from evaluator.fake import ScriptedEvaluator, canned
-from evaluator.result import CompileInfo, EvalResult, HardwareInfo, Status
-from problems import resolve
+from kb_agent.agent.llm import LLMError, LLMReply, ScriptedModel
+from kb_agent.agent.loop import SolveConfig, TurnEvent, resume, solve
+from kb_agent.agent.store import Store
+from kb_agent.evaluator.fake import ScriptedEvaluator, canned
+from kb_agent.evaluator.result import CompileInfo, EvalResult, HardwareInfo, Status
+from kb_agent.problems import resolve
 
 RELU, VADD = resolve("toy")[:2]
 

@@ -1,12 +1,11 @@
 """A model that cannot be reached stops the run at once instead of failing every trajectory in turn."""
 
 import pytest
-
-from agent.llm import LLMError, ScriptedModel
-from agent.loop import ModelUnavailable, SolveConfig, resume, solve
-from agent.store import Store
-from evaluator.fake import ScriptedEvaluator, canned
-from problems import resolve
+from kb_agent.agent.llm import LLMError, ScriptedModel
+from kb_agent.agent.loop import ModelUnavailable, SolveConfig, resume, solve
+from kb_agent.agent.store import Store
+from kb_agent.evaluator.fake import ScriptedEvaluator, canned
+from kb_agent.problems import resolve
 
 CODE = "```python\nclass ModelNew:\n    pass\n```"
 

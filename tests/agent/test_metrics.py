@@ -1,6 +1,5 @@
 import pytest
-
-from agent.metrics import P_VALUES, best_speedup, by_turn, fast_p, fast_p_counts, fast_p_table
+from kb_agent.agent.metrics import P_VALUES, best_speedup, by_turn, fast_p, fast_p_counts, fast_p_table
 
 
 def turn(idx, status, speedup=None):

@@ -4,12 +4,11 @@ import subprocess
 import sys
 
 import pytest
+from kb_agent.agent.cli import app
+from kb_agent.agent.report import ReportError, build_report, render_report_text, show_run, turn_code
+from kb_agent.agent.store import Store, StoreError
+from kb_agent.problems import Problem
 from typer.testing import CliRunner
-
-from agent.cli import app
-from agent.report import ReportError, build_report, render_report_text, show_run, turn_code
-from agent.store import Store, StoreError
-from problems import Problem
 
 runner = CliRunner()
 
@@ -169,7 +168,7 @@ def test_a_running_run_whose_process_is_gone_reads_as_killed(store):
 
 
 def test_resume_refuses_a_run_still_running_in_another_process(store):
-    from agent.loop import resume
+    from kb_agent.agent.loop import resume
 
     rid = add_run(store, "live", SCRIPTS[:1], outcome=None)
     store.set_run_status(rid, "running")

@@ -8,10 +8,10 @@ import sys
 import time
 from pathlib import Path
 
-from agent.fakeserver import slow
-from agent.metrics import P_VALUES
-from agent.report import build_report
-from agent.store import Store
+from kb_agent.agent.fakeserver import slow
+from kb_agent.agent.metrics import P_VALUES
+from kb_agent.agent.report import build_report
+from kb_agent.agent.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 REPLIES = sorted((ROOT / "tests" / "bench" / "dryrun_toy_relu").glob("*.md"))

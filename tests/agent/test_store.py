@@ -4,10 +4,9 @@ import subprocess
 import sys
 
 import pytest
+from kb_agent.agent.store import MIGRATIONS, Store, StoreError, default_db_path, m001_initial, migrate
+from kb_agent.problems import Problem
 from sqlite_utils import Database
-
-from agent.store import MIGRATIONS, Store, StoreError, default_db_path, m001_initial, migrate
-from problems import Problem
 
 RELU = Problem(0, 1, "relu", "class Model: ...\ndef get_inputs(): ...\ndef get_init_inputs(): ...\n", "toy")
 MATMUL = Problem(
@@ -212,7 +211,7 @@ def test_no_correct_turn_leaves_best_empty_and_statuses_are_checked(store):
 
 
 def test_record_evaluation_accepts_an_object_with_to_dict_and_enum_status(store):
-    from evaluator.result import EvalResult, Status
+    from kb_agent.evaluator.result import EvalResult, Status
 
     rid = store.create_run("r", {}, "m", "cuda", "fp32")
     tid = store.create_trajectory(rid, RELU, 0)

@@ -27,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from evaluator import EvalSettings, evaluate  # noqa: E402
-from problems import resolve_one  # noqa: E402
+from kb_agent.evaluator import EvalSettings, evaluate  # noqa: E402
+from kb_agent.problems import resolve_one  # noqa: E402
 
 CAND = ROOT / "tests" / "candidates"
 

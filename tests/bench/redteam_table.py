@@ -115,7 +115,7 @@ def run_one(c, device: str, modes: list[str], strict_ok: bool, manage_env: bool)
 
 def prewarm(cands, device: str, jobs: int) -> None:
     """Fill the build cache for the load_inline candidates, several at once (builds are CPU-bound)."""
-    from evaluator import EvalSettings, StageLimits, evaluate
+    from kb_agent.evaluator import EvalSettings, StageLimits, evaluate
 
     todo = [c for c in cands if "load_inline" in c.source and not c.fresh_build and not c.lingering]
     if not todo:

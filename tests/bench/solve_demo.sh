@@ -86,7 +86,7 @@ PY
 command -v nvcc >/dev/null 2>&1 && nvcc --version | tail -n 1
 
 # the scripted model: port 0 lets the OS pick a free port; the server prints its URL first
-"$PY" -u -m agent.fakeserver --replies "$REPLIES" --port 0 >"$TMP/server.log" 2>&1 &
+"$PY" -u -m kb_agent.agent.fakeserver --replies "$REPLIES" --port 0 >"$TMP/server.log" 2>&1 &
 SERVER_PID=$!
 # should this script die without its trap (SIGKILL), the server goes with it
 (while kill -0 $$ 2>/dev/null; do sleep 1; done; kill "$SERVER_PID" 2>/dev/null) >/dev/null 2>&1 &

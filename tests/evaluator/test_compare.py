@@ -5,10 +5,9 @@ import math
 
 import pytest
 import torch
-
-from evaluator import compare
-from evaluator.compare import compare_outputs
-from evaluator.strict import relative_error
+from kb_agent.evaluator import compare
+from kb_agent.evaluator.compare import compare_outputs
+from kb_agent.evaluator.strict import relative_error
 
 
 def _pair():
@@ -104,7 +103,7 @@ def test_a_different_dtype_fails_as_torch_allclose_raises_on_it():
 
 
 def test_feedback_names_the_failing_output_and_nan_semantics():
-    from agent.feedback import trial_line
+    from kb_agent.agent.feedback import trial_line
 
     y, z = torch.rand(3), torch.rand(4)
     bad = z.clone()

@@ -6,9 +6,8 @@ import time
 from pathlib import Path
 
 import pytest
-
-from evaluator import EvalResult, EvalSettings, StageLimits, Status, evaluate
-from problems import resolve_one
+from kb_agent.evaluator import EvalResult, EvalSettings, StageLimits, Status, evaluate
+from kb_agent.problems import resolve_one
 
 CANDIDATES = Path(__file__).resolve().parent.parent / "candidates"
 
@@ -225,7 +224,7 @@ def test_a_forged_verdict_on_the_result_channel_is_rejected(strict):
 def test_a_relative_or_home_build_dir_is_resolved_in_the_parent(tmp_path, monkeypatch):
     # found by a new-user pass: a relative KB_BUILD_DIR landed in each evaluation's own (deleted) work
     # directory, so nothing was ever reused
-    from evaluator.runner import default_build_root
+    from kb_agent.evaluator.runner import default_build_root
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("KB_BUILD_DIR", "relbuild")
@@ -250,7 +249,7 @@ def _escapee_source(marker: str, hang: bool) -> str:
 
 
 def _running(marker: str) -> list[int]:
-    from evaluator.procs import process_table
+    from kb_agent.evaluator.procs import process_table
 
     found = []
     for pid in process_table():
@@ -395,7 +394,7 @@ def test_a_process_whose_main_thread_exited_still_counts(tmp_path):
     import subprocess
     import sys
 
-    from evaluator.procs import _resident_pages, group_members
+    from kb_agent.evaluator.procs import _resident_pages, group_members
 
     code = ("import ctypes, threading, time\nbuf = []\n"
             "threading.Thread(target=lambda: (buf.append(b'\\x01' * (200 << 20)), time.sleep(30))).start()\n"

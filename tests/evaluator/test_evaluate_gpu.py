@@ -3,9 +3,8 @@
 from pathlib import Path
 
 import pytest
-
-from evaluator import EvalSettings, Status, evaluate
-from problems import resolve_one
+from kb_agent.evaluator import EvalSettings, Status, evaluate
+from kb_agent.problems import resolve_one
 
 pytestmark = pytest.mark.gpu
 CANDIDATES = Path(__file__).resolve().parent.parent / "candidates"

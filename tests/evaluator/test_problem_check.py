@@ -1,10 +1,9 @@
 """`check_problem` flags degenerate references (run on CPU with small references of our own)."""
 
 import pytest
-
-from evaluator import EvalSettings
-from evaluator.runner import check_problem
-from problems import resolve_one
+from kb_agent.evaluator import EvalSettings
+from kb_agent.evaluator.runner import check_problem
+from kb_agent.problems import resolve_one
 
 TEMPLATE = """
 import torch
@@ -57,8 +56,8 @@ def test_flags(tmp_path, body, flags):
 
 
 def test_checks_are_stored_and_reported(tmp_path):
-    from agent.report import build_report, render_report_text
-    from agent.store import Store
+    from kb_agent.agent.report import build_report, render_report_text
+    from kb_agent.agent.store import Store
 
     store = Store(tmp_path / "kb.sqlite")
     ref = tmp_path / "1_ref.py"
@@ -73,8 +72,8 @@ def test_checks_are_stored_and_reported(tmp_path):
 
 
 def test_a_check_of_another_source_under_the_same_name_is_not_reported(tmp_path):
-    from agent.report import build_report, render_report_text
-    from agent.store import Store
+    from kb_agent.agent.report import build_report, render_report_text
+    from kb_agent.agent.store import Store
 
     store = Store(tmp_path / "kb.sqlite")
     (tmp_path / "a").mkdir()

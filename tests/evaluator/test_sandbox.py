@@ -9,10 +9,9 @@ import threading
 from pathlib import Path
 
 import pytest
-
-from evaluator import EvalSettings, Status, evaluate
-from evaluator.sandbox import landlock_abi
-from problems import resolve_one
+from kb_agent.evaluator import EvalSettings, Status, evaluate
+from kb_agent.evaluator.sandbox import landlock_abi
+from kb_agent.problems import resolve_one
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(landlock_abi() < 1, reason="this kernel has no Landlock")
@@ -21,7 +20,7 @@ PROBE = textwrap.dedent(
     """
     import ctypes, json, os, socket, subprocess, sys, threading
     sys.path.insert(0, sys.argv[1])
-    from evaluator.sandbox import restrict
+    from kb_agent.evaluator.sandbox import restrict
     ok_dir, out_dir, port, agent = sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
     info = restrict([ok_dir])
     import torch
@@ -179,9 +178,8 @@ def test_strict_evaluation_runs_sandboxed_and_a_native_write_outside_fails(tmp_p
 
 
 def test_eval_no_sandbox_flag_reaches_the_child(tmp_path, monkeypatch):
+    from kb_agent.agent.cli import app
     from typer.testing import CliRunner
-
-    from agent.cli import app
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     target = tmp_path / "answers.pt"
@@ -196,8 +194,7 @@ def test_eval_no_sandbox_flag_reaches_the_child(tmp_path, monkeypatch):
 
 def test_choose_profile_probes_once_and_falls_back_to_wide_where_cuda_fails(tmp_path):
     import torch
-
-    from evaluator.sandbox import choose_profile
+    from kb_agent.evaluator.sandbox import choose_profile
 
     first = choose_profile([str(tmp_path)], tmp_path)
     assert first == ("wide" if not torch.cuda.is_available() else first)
@@ -243,7 +240,7 @@ def test_a_candidate_cannot_poison_the_builds_of_other_sources(tmp_path, monkeyp
     """Found by a new-user pass: one shared build cache, writable by every candidate, let a candidate
     overwrite another source's extension (an honest C++ candidate then scored incorrect). Each source now
     has its own folder, and the sandbox lets an evaluation write only its own."""
-    from evaluator.runner import candidate_build_root
+    from kb_agent.evaluator.runner import candidate_build_root
 
     monkeypatch.setenv("KB_BUILD_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("TRITON_INTERPRET", "1")

@@ -2,8 +2,7 @@
 
 import pytest
 import torch
-
-from evaluator import timing
+from kb_agent.evaluator import timing
 
 pytestmark = pytest.mark.gpu
 

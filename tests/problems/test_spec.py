@@ -1,6 +1,5 @@
 import pytest
-
-from problems import Problem, ProblemError, resolve, resolve_one, toy_problems
+from kb_agent.problems import Problem, ProblemError, resolve, resolve_one, toy_problems
 
 
 def test_level_2_problem_40_by_id(kb_dataset):

@@ -8,8 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-
-from prompts import example_parts, example_source
+from kb_agent.prompts import example_parts, example_source
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "prompts" / "examples"
 

@@ -1,6 +1,5 @@
 import pytest
-
-from prompts import PromptError, example_parts, placeholders, render, template_names, template_text
+from kb_agent.prompts import PromptError, example_parts, placeholders, render, template_names, template_text
 
 FEEDBACK_KINDS = ["compile_error", "runtime_error", "timeout", "incorrect", "rejected", "correct", "no_code"]
 

@@ -178,7 +178,7 @@ def all_candidates() -> list[Candidate]:
 
 
 def resolve_problem(spec: str):
-    from problems import resolve_one
+    from kb_agent.problems import resolve_one
 
     if spec.endswith(".py"):
         spec = str(ROOT / spec)
@@ -186,14 +186,14 @@ def resolve_problem(spec: str):
 
 
 def has_strict() -> bool:
-    from evaluator import EvalSettings
+    from kb_agent.evaluator import EvalSettings
 
     return "strict" in {f.name for f in dataclasses.fields(EvalSettings)}
 
 
 def settings_for(c: Candidate, device: str, strict: bool | None, first: bool = False):
     """EvalSettings for one candidate: `strict` None leaves the field out (an evaluator without it)."""
-    from evaluator import EvalSettings, StageLimits
+    from kb_agent.evaluator import EvalSettings, StageLimits
 
     kw: dict = {"device": device}
     if strict is not None:
@@ -335,7 +335,7 @@ def run(c: Candidate, device: str, strict: bool | None, manage_env: bool = True)
     several candidates run at once in threads); KB_BUILD_DIR for `fresh_build` is still set, so such
     candidates must not run concurrently with others.
     """
-    from evaluator import evaluate
+    from kb_agent.evaluator import evaluate
 
     cleanup(c)
     keys = (*CANARIES, "KB_BUILD_DIR") if manage_env else ("KB_BUILD_DIR",)

@@ -12,8 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from evaluator.sandbox import landlock_abi
+from kb_agent.evaluator.sandbox import landlock_abi
 
 HERE = Path(__file__).resolve().parent
 

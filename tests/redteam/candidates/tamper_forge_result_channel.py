@@ -21,7 +21,7 @@ import torch.nn as nn
 
 
 def _payloads():
-    from evaluator.result import CompileInfo, CorrectnessInfo, TimingInfo, TimingStats, TrialResult
+    from kb_agent.evaluator.result import CompileInfo, CorrectnessInfo, TimingInfo, TimingStats, TrialResult
 
     trials = [TrialResult(trial=i, seed=1000 + i, passed=True, expected_shape=[16, 1024], actual_shape=[16, 1024],
                           expected_dtype="float32", actual_dtype="float32", max_abs_diff=0.0, mean_abs_diff=0.0,
