@@ -4,7 +4,8 @@ import subprocess
 import sys
 
 import pytest
-from kb_agent.agent.store import MIGRATIONS, Store, StoreError, default_db_path, m001_initial, migrate
+from kb_agent.agent.store import MIGRATIONS, Store, StoreError, default_db_path, migrate
+from kb_agent.agent.store.migrations import m001_initial
 from kb_agent.problems import Problem
 from sqlite_utils import Database
 
@@ -98,6 +99,83 @@ def test_database_at_m001_only_moves_forward_keeping_its_rows(tmp_path):
                     "created": "x",
                 }
             )
+
+
+def _migration_rows(db):
+    return [r["name"] for r in db.query("SELECT name FROM _migrations ORDER BY rowid")]
+
+
+def test_a_blank_database_gets_each_migration_once_in_order(tmp_path):
+    db = Database(tmp_path / "kb.sqlite")
+    names = [m.__name__ for m in MIGRATIONS]
+    assert migrate(db) == names
+    assert migrate(db) == []
+    assert _migration_rows(db) == names  # recorded once each, in the order applied
+
+
+def test_a_database_at_m003_gets_only_the_later_migrations_and_keeps_its_rows(tmp_path):
+    path = tmp_path / "old.sqlite"
+    db = Database(path)
+    assert migrate(db, MIGRATIONS[:3]) == ["m001_initial", "m002_trajectory_indexes", "m003_run_finished"]
+    db["runs"].insert(
+        {"id": "r-1", "name": "old", "created": "2026-01-01T00:00:00+00:00", "status": "finished",
+         "finished": "2026-01-01T01:00:00+00:00"}
+    )  # fmt: skip
+    assert "pid" not in db["runs"].columns_dict and "problem_checks" not in db.table_names()
+    db.close()
+
+    db = Database(path)
+    assert migrate(db) == [m.__name__ for m in MIGRATIONS[3:]]
+    db.close()
+    with Store(path) as s:
+        assert _migration_rows(s.db) == [m.__name__ for m in MIGRATIONS]
+        run = s.get_run("old")
+        assert (run["finished"], run["pid"], run["host"]) == ("2026-01-01T01:00:00+00:00", None, None)
+        assert "code_sha256" in s.db["problem_checks"].columns_dict
+
+
+def test_every_migration_function_is_registered_once_and_numbered_in_order():
+    import inspect
+    import re
+
+    from kb_agent.agent.store import migrations
+
+    defined = [
+        name
+        for name, fn in inspect.getmembers(migrations, inspect.isfunction)
+        if re.fullmatch(r"m\d{3}_\w+", name) and fn.__module__ == migrations.__name__
+    ]
+    names = [m.__name__ for m in MIGRATIONS]
+    assert sorted(defined) == names == sorted(set(names))
+    assert [int(n[1:4]) for n in names] == list(range(1, len(names) + 1))
+    assert set(names) <= set(migrations.__all__)
+
+
+def test_a_migration_out_of_sequence_is_refused():
+    from kb_agent.agent.store.migrations import migration
+
+    def m002_again(db):
+        pass
+
+    with pytest.raises(ValueError, match=f"must be named m{len(MIGRATIONS) + 1:03d}_"):
+        migration(m002_again)
+
+    def no_number(db):
+        pass
+
+    with pytest.raises(ValueError, match="must be named"):
+        migration(no_number)
+
+
+def test_the_package_exports_what_it_lists():
+    import kb_agent.agent.store as store_pkg
+    from kb_agent.agent.store import migrations
+
+    for module in (store_pkg, migrations):
+        assert all(hasattr(module, name) for name in module.__all__)
+    assert {"Store", "StoreError", "running_elsewhere", "default_db_path", "migrate"} <= set(
+        store_pkg.__all__
+    )
 
 
 def test_run_ids_sort_by_time_and_names_are_unique(store):
@@ -280,7 +358,7 @@ def test_a_reader_in_another_process_sees_rows_while_the_writer_holds_its_connec
     tid = store.create_trajectory(rid, RELU, 0)
     store.start_turn(tid, 1, MESSAGES)
     code = (
-        "import sys; from agent.store import Store\n"
+        "import sys; from kb_agent.agent.store import Store\n"
         "s = Store(sys.argv[1], create=False)\n"
         "print(s.get_run('live')['id'], len(s.turns(s.trajectories(s.get_run('live')['id'])[0]['id'])))"
     )
@@ -292,7 +370,7 @@ def test_a_reader_in_another_process_sees_rows_while_the_writer_holds_its_connec
 def test_store_does_not_import_torch_or_litellm():
     code = (
         "import sys, tempfile, os\n"
-        "from agent.store import Store\nimport agent.metrics, agent.report\n"
+        "from kb_agent.agent.store import Store\nimport kb_agent.agent.metrics, kb_agent.agent.report\n"
         "Store(os.path.join(tempfile.mkdtemp(), 'kb.sqlite')).close()\n"
         "print([m for m in ('torch', 'litellm', 'triton', 'datasets') if m in sys.modules])"
     )

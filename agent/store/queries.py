@@ -1,39 +1,26 @@
-"""The trajectory store: runs, trajectories and turns in one SQLite file (sqlite-utils, WAL mode).
+"""The `Store` class: every read and write of runs, trajectories, turns and problem checks.
 
-Layout: a run is one `kb-agent solve` invocation; a trajectory is one (problem, sample) inside a run; a
-turn is one model call plus the evaluation of the candidate it returned. Plain columns hold what people
-filter on (run, model, level, problem, turn, status, speedup, tokens, cost); JSON text beside them holds
-the rest (the solve config, the messages sent, the full `EvalResult`).
-
-The schema is a list of numbered migrations (`m001_initial`, `m002_...`) applied on every open and
-recorded in the `_migrations` table. Every write is its own transaction, committed before the method
-returns, so a process killed between two calls loses nothing it wrote; WAL mode lets another process
-read while one writes.
-
-Resume contract (what the agent loop relies on):
-    - a turn row with a `response` but no `status` holds a reply that must be evaluated, not re-asked;
-    - a turn row with neither was cut off before the model answered: `start_turn` on the same index
-      re-uses the row and the model is asked again.
-
-Imports nothing heavy (no torch, no litellm).
+The schema is in `migrations`, applied when a `Store` opens its file; whether a run's process is alive
+is in `liveness`; the package's docstring gives the layout and the resume contract.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
 import secrets
-import socket
 import sqlite3
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from enum import Enum
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from kb_agent.agent.store.liveness import this_process
+from kb_agent.agent.store.migrations import migrate
+from kb_agent.agent.store.rows import decode, dumps, now
 from kb_agent.problems.problem import Problem
 from sqlite_utils import Database
 
@@ -42,17 +29,12 @@ log = logging.getLogger(__name__)
 DB_ENV = "KB_DB"
 DEFAULT_DB = Path("runs") / "kb.sqlite"
 
-RUN_STATUSES = ("running", "finished", "interrupted", "failed")  # stored; "killed" is derived (`_owner_gone`)
+# stored; a `running` run whose process is gone reads "killed" (derived: `liveness.owner_gone`)
+RUN_STATUSES = ("running", "finished", "interrupted", "failed")
 OUTCOMES = ("turn_budget", "token_budget", "cost_budget", "model_error", "interrupted", "error")
 EVAL_STATUSES = ("compile_error", "runtime_error", "timeout", "incorrect", "rejected", "correct")
 TURN_STATUSES = (*EVAL_STATUSES, "no_code", "model_error")
 
-# JSON text columns, decoded on the way out
-_JSON_COLUMNS = {
-    "runs": ("config", "hardware", "versions"),
-    "trajectories": ("problem_json",),
-    "turns": ("messages", "eval_json", "llm_json"),
-}
 # the packages whose versions a run records by default (read from metadata; nothing is imported)
 VERSIONED_PACKAGES = ("kb-agent", "torch", "triton", "litellm", "openai", "anthropic", "sqlite-utils")
 
@@ -60,230 +42,6 @@ VERSIONED_PACKAGES = ("kb-agent", "torch", "triton", "litellm", "openai", "anthr
 class StoreError(Exception):
     """A store request that cannot be met (unknown run, duplicate name, no database); the message is
     one line that says what to do."""
-
-
-# ---------------------------------------------------------------- migrations
-
-
-def m001_initial(db: Database) -> None:
-    """The three tables: runs, trajectories (one per problem and sample), turns (one per model call)."""
-    db["runs"].create(
-        {
-            "id": str,  # time-sortable: r-20261130T051200-3f2a
-            "name": str,
-            "created": str,  # ISO 8601, UTC
-            "status": str,  # RUN_STATUSES
-            "config": str,  # JSON: the full solve config
-            "model": str,
-            "backend": str,
-            "precision": str,
-            "gpu": str,  # NULL until the first evaluation reports the hardware
-            "hardware": str,  # JSON
-            "versions": str,  # JSON: package -> version
-        },
-        pk="id",
-        not_null=["name", "created", "status"],
-    )
-    db["runs"].create_index(["name"], unique=True)
-    db["trajectories"].create(
-        {
-            "id": int,
-            "run_id": str,
-            "level": int,  # 0 = toy, NULL = loose file
-            "problem_id": int,
-            "problem_name": str,
-            "problem_key": str,  # "2/40", "toy/relu", or the file name
-            "problem_json": str,  # JSON: the full Problem, reference source included
-            "sample": int,
-            "outcome": str,  # NULL while unfinished, else OUTCOMES
-            "best_turn": int,
-            "best_speedup": float,
-            "created": str,
-            "finished": str,
-        },
-        pk="id",
-        foreign_keys=[("run_id", "runs", "id")],
-        not_null=["run_id", "problem_key", "problem_json", "sample", "created"],
-    )
-    db["turns"].create(
-        {
-            "id": int,
-            "trajectory_id": int,
-            "idx": int,  # 1-based
-            "messages": str,  # JSON: the messages sent to the model
-            "response": str,  # raw model text; NULL until it arrives
-            "code": str,  # the extracted candidate; NULL if none
-            "status": str,  # NULL until evaluated, else TURN_STATUSES
-            "correct": int,  # 0/1
-            "runtime_ms": float,  # candidate mean
-            "ref_runtime_ms": float,  # reference mean
-            "speedup": float,  # ref_runtime_ms / runtime_ms
-            "eval_json": str,  # JSON: the full EvalResult
-            "feedback": str,  # rendered for the next turn
-            "tokens_in": int,
-            "tokens_out": int,
-            "cost_usd": float,
-            "latency_s": float,
-            "model_answered": str,  # the model name the provider reported
-            "finish_reason": str,
-            "llm_json": str,  # JSON: anything else recorded about the call
-            "created": str,
-            "responded_at": str,
-            "evaluated_at": str,
-        },
-        pk="id",
-        foreign_keys=[("trajectory_id", "trajectories", "id")],
-        not_null=["trajectory_id", "idx", "messages", "created"],
-    )
-    db["turns"].create_index(["trajectory_id", "idx"], unique=True)
-
-
-def m002_trajectory_indexes(db: Database) -> None:
-    """Indexes for the queries reports and resume run: a run's trajectories (one per problem and
-    sample, which the index also enforces) and runs by creation time (`report` with no run = latest)."""
-    db["trajectories"].create_index(["run_id", "problem_key", "sample"], unique=True)
-    db["runs"].create_index(["created"])
-
-
-def m003_run_finished(db: Database) -> None:
-    """`runs.finished`: when the run left the `running` status (ISO UTC), so reports can give wall time."""
-    db["runs"].add_column("finished", str)
-
-
-def m004_problem_checks(db: Database) -> None:
-    """`problem_checks`: degenerate-reference findings of `kb-agent problems check`, one row per
-    (problem, GPU, precision), the latest check winning; reports show them beside fast_p."""
-    db["problem_checks"].create(
-        {
-            "problem_key": str,
-            "level": int,
-            "problem_id": int,
-            "name": str,
-            "gpu": str,
-            "precision": str,
-            "status": str,
-            "flags": str,
-            "nondeterministic": int,
-            "zeros_pass": int,
-            "constant_pass": int,
-            "reference_fails": str,
-            "details": str,
-            "checked": str,
-        },  # fmt: skip
-        pk=("problem_key", "gpu", "precision"),
-    )
-
-
-def m005_run_owner(db: Database) -> None:
-    """`runs.pid` and `runs.host`: the process running the run, so a run left `running` by a process that
-    was killed (SIGKILL, a crash, a lost machine) reads as `killed` instead of `running` forever."""
-    db["runs"].add_column("pid", int)
-    db["runs"].add_column("host", str)
-
-
-def m006_problem_check_source(db: Database) -> None:
-    """`problem_checks.code_sha256`: the SHA-256 of the reference source that was checked, so a report
-    shows a finding only beside trajectories on that same source (another file of the same name, or a
-    newer dataset version of the problem, is not the problem that was checked)."""
-    db["problem_checks"].add_column("code_sha256", str)
-
-
-MIGRATIONS: tuple[Callable[[Database], None], ...] = (
-    m001_initial,
-    m002_trajectory_indexes,
-    m003_run_finished,
-    m004_problem_checks,
-    m005_run_owner,
-    m006_problem_check_source,
-)
-
-
-def migrate(db: Database, migrations: tuple[Callable[[Database], None], ...] = MIGRATIONS) -> list[str]:
-    """Apply the migrations not yet recorded in `_migrations`, in order; return the names applied.
-
-    Each migration and its record commit together under `BEGIN IMMEDIATE`: a failing migration leaves
-    the database as the previous one left it, and two processes opening a fresh database at once do
-    not both apply a migration (the second waits for the lock, then finds it recorded).
-    """
-    conn = db.conn
-    db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-    applied = []
-    for fn in migrations:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            if conn.execute("SELECT 1 FROM _migrations WHERE name = ?", (fn.__name__,)).fetchone() is None:
-                fn(db)
-                conn.execute(
-                    "INSERT INTO _migrations (name, applied_at) VALUES (?, ?)", (fn.__name__, _now())
-                )
-                applied.append(fn.__name__)
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-    return applied
-
-
-# ---------------------------------------------------------------- helpers
-
-
-def _now() -> str:
-    """The current time, ISO 8601 in UTC with microseconds (sorts as text)."""
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
-
-
-def _json_default(o: Any) -> Any:
-    if dataclasses.is_dataclass(o) and not isinstance(o, type):
-        return dataclasses.asdict(o)
-    if isinstance(o, Enum):
-        return o.value
-    if isinstance(o, Path):
-        return str(o)
-    if isinstance(o, (set, frozenset)):
-        return sorted(o, key=str)
-    if hasattr(o, "to_dict"):
-        return o.to_dict()
-    return str(o)
-
-
-def _dumps(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, default=_json_default)
-
-
-def _decode(table: str, row: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(row)
-    for col in _JSON_COLUMNS[table]:
-        if out.get(col) is not None:
-            out[col] = json.loads(out[col])
-    if table == "runs" and out.get("status") == "running" and _owner_gone(out.get("pid"), out.get("host")):
-        out["status"] = "killed"  # derived, never stored: `solve --resume` continues it
-    return out
-
-
-def _owner_gone(pid: int | None, host: str | None) -> bool:
-    """True when the run's process is known to be gone: recorded on this host and no such pid exists."""
-    if not pid or host != socket.gethostname():
-        return False  # another machine's run, or one from before m005: cannot tell
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # exists, owned by someone else
-        return False
-    return False
-
-
-def running_elsewhere(run: Mapping[str, Any]) -> int | None:
-    """The pid of another live process on this machine running `run` (a row as `Store.get_run` gives it,
-    where a run whose process is gone already reads `killed`), else None."""
-    if (
-        run.get("status") == "running"
-        and run.get("host") == socket.gethostname()
-        and run.get("pid") != os.getpid()
-    ):
-        return run.get("pid")
-    return None
 
 
 def default_db_path() -> Path:
@@ -400,15 +158,14 @@ class Store:
             "name": name,
             "created": created_dt.isoformat(timespec="microseconds"),
             "status": "running",
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "config": _dumps(config),
+            **this_process(),
+            "config": dumps(config),
             "model": model,
             "backend": backend,
             "precision": precision,
             "gpu": None,
             "hardware": None,
-            "versions": _dumps(dict(versions) if versions is not None else package_versions()),
+            "versions": dumps(dict(versions) if versions is not None else package_versions()),
         }
         for _ in range(100):  # same second and same 16 random bits: draw again
             run_id = _new_run_id(created_dt)
@@ -420,15 +177,15 @@ class Store:
     def set_run_hardware(self, run_id: str, hardware: Mapping[str, Any]) -> None:
         """Record the hardware the run's candidates were evaluated on (an `EvalResult.hardware` dict);
         fills the `gpu` column from `hardware["gpu_name"]`."""
-        self._update("runs", run_id, {"hardware": _dumps(dict(hardware)), "gpu": hardware.get("gpu_name")})
+        self._update("runs", run_id, {"hardware": dumps(dict(hardware)), "gpu": hardware.get("gpu_name")})
 
     def set_run_status(self, run_id: str, status: str) -> None:
         """Set the run's status (one of RUN_STATUSES); leaving `running` also stamps `finished` (ISO UTC)."""
         if status not in RUN_STATUSES:
             raise ValueError(f"run status {status!r} is not one of {', '.join(RUN_STATUSES)}")
-        values: dict[str, Any] = {"status": status, "finished": None if status == "running" else _now()}
+        values: dict[str, Any] = {"status": status, "finished": None if status == "running" else now()}
         if status == "running":  # resumed: this process owns it now
-            values.update(pid=os.getpid(), host=socket.gethostname())
+            values.update(this_process())
         self._update("runs", run_id, values)
 
     def get_run(self, ref: str) -> dict[str, Any]:
@@ -440,7 +197,7 @@ class Store:
         row = self._run_row("id", ref) or self._run_row("name", ref)
         if row is None:
             raise StoreError(f"no run {ref!r} in {self.path}; `kb-agent runs list` shows the runs")
-        return _decode("runs", row)
+        return decode("runs", row)
 
     def latest_run(self) -> dict[str, Any]:
         """The most recently created run.
@@ -451,7 +208,7 @@ class Store:
         rows = list(self.db.query("SELECT * FROM runs ORDER BY created DESC, rowid DESC LIMIT 1"))
         if not rows:
             raise StoreError(f"no runs in {self.path}; `kb-agent solve` creates one")
-        return _decode("runs", rows[0])
+        return decode("runs", rows[0])
 
     def list_runs(self) -> list[dict[str, Any]]:
         """All runs, oldest first, JSON columns decoded, with counts: `problems` (distinct problem keys)
@@ -462,7 +219,7 @@ class Store:
                    (SELECT count(*) FROM trajectories t WHERE t.run_id = runs.id) AS trajectories
             FROM runs ORDER BY created, rowid
         """
-        return [_decode("runs", r) for r in self.db.query(sql)]
+        return [decode("runs", r) for r in self.db.query(sql)]
 
     # -- trajectories
 
@@ -491,12 +248,12 @@ class Store:
                 "problem_id": problem.problem_id,
                 "problem_name": problem.name,
                 "problem_key": problem.key,
-                "problem_json": _dumps(problem.to_dict()),
+                "problem_json": dumps(problem.to_dict()),
                 "sample": sample,
                 "outcome": None,
                 "best_turn": None,
                 "best_speedup": None,
-                "created": _now(),
+                "created": now(),
                 "finished": None,
             }
         )
@@ -511,12 +268,12 @@ class Store:
         row = self._one("SELECT * FROM trajectories WHERE id = ?", (traj_id,))
         if row is None:
             raise StoreError(f"no trajectory {traj_id} in {self.path}")
-        return _decode("trajectories", row)
+        return decode("trajectories", row)
 
     def trajectories(self, run_id: str) -> list[dict[str, Any]]:
         """The run's trajectories in creation order, `problem_json` decoded."""
         rows = self.db.query("SELECT * FROM trajectories WHERE run_id = ? ORDER BY id", (run_id,))
-        return [_decode("trajectories", r) for r in rows]
+        return [decode("trajectories", r) for r in rows]
 
     def unfinished_trajectories(self, run_id: str) -> list[dict[str, Any]]:
         """The trajectories a resumed run continues: no outcome yet, or ended by an interrupt (the user
@@ -526,7 +283,7 @@ class Store:
             "ORDER BY id",
             (run_id,),
         )
-        return [_decode("trajectories", r) for r in rows]
+        return [decode("trajectories", r) for r in rows]
 
     def finish_trajectory(self, traj_id: int, outcome: str) -> None:
         """End a trajectory with a named outcome (one of OUTCOMES) and record its best correct turn:
@@ -549,7 +306,7 @@ class Store:
                 "outcome": outcome,
                 "best_turn": best["idx"] if best else None,
                 "best_speedup": best["speedup"] if best else None,
-                "finished": _now(),
+                "finished": now(),
             },
         )
 
@@ -582,10 +339,10 @@ class Store:
                 raise StoreError(
                     f"turn {idx} of trajectory {traj_id} already has a response; evaluate it instead of asking again"
                 )
-            self._update("turns", existing["id"], {"messages": _dumps(messages), "created": _now()})
+            self._update("turns", existing["id"], {"messages": dumps(messages), "created": now()})
             return int(existing["id"])
         table = self.db["turns"].insert(
-            {"trajectory_id": traj_id, "idx": idx, "messages": _dumps(messages), "created": _now()}
+            {"trajectory_id": traj_id, "idx": idx, "messages": dumps(messages), "created": now()}
         )
         return int(table.last_pk)
 
@@ -624,8 +381,8 @@ class Store:
                 "latency_s": latency_s,
                 "model_answered": model_answered,
                 "finish_reason": finish_reason,
-                "llm_json": _dumps(dict(extra) if extra is not None else None),
-                "responded_at": _now(),
+                "llm_json": dumps(dict(extra) if extra is not None else None),
+                "responded_at": now(),
             },
         )
 
@@ -664,21 +421,21 @@ class Store:
                 "runtime_ms": er.get("runtime_ms"),
                 "ref_runtime_ms": er.get("ref_runtime_ms"),
                 "speedup": er.get("speedup"),
-                "eval_json": _dumps(dict(eval_result) if eval_result is not None else None),
+                "eval_json": dumps(dict(eval_result) if eval_result is not None else None),
                 "feedback": feedback,
-                "evaluated_at": _now(),
+                "evaluated_at": now(),
             },
         )
 
     def turns(self, traj_id: int) -> list[dict[str, Any]]:
         """A trajectory's turns by index, JSON columns (`messages`, `eval_json`, `llm_json`) decoded."""
         rows = self.db.query("SELECT * FROM turns WHERE trajectory_id = ? ORDER BY idx", (traj_id,))
-        return [_decode("turns", r) for r in rows]
+        return [decode("turns", r) for r in rows]
 
     def turn(self, traj_id: int, idx: int) -> dict[str, Any] | None:
         """Turn `idx` of a trajectory, JSON columns decoded; None when there is no such turn."""
         row = self._one("SELECT * FROM turns WHERE trajectory_id = ? AND idx = ?", (traj_id, idx))
-        return None if row is None else _decode("turns", row)
+        return None if row is None else decode("turns", row)
 
     def record_problem_check(self, check: dict[str, Any]) -> None:
         """Store one result of `evaluator.runner.check_problem` (replacing an earlier check of the same
@@ -690,7 +447,7 @@ class Store:
             "nondeterministic": int(bool(check.get("nondeterministic"))),
             "zeros_pass": int(bool(check.get("zeros_pass"))), "constant_pass": int(bool(check.get("constant_pass"))),
             "reference_fails": check.get("reference_fails"), "details": json.dumps(check.get("details") or []),
-            "checked": _now(), "code_sha256": check.get("code_sha256"),
+            "checked": now(), "code_sha256": check.get("code_sha256"),
         }  # fmt: skip
         self.db["problem_checks"].upsert(row, pk=("problem_key", "gpu", "precision"))
 
@@ -741,17 +498,14 @@ class Store:
 
 __all__ = [
     "DB_ENV",
-    "MIGRATIONS",
+    "DEFAULT_DB",
+    "EVAL_STATUSES",
     "OUTCOMES",
     "RUN_STATUSES",
     "TURN_STATUSES",
+    "VERSIONED_PACKAGES",
     "Store",
     "StoreError",
     "default_db_path",
-    "m001_initial",
-    "m002_trajectory_indexes",
-    "m003_run_finished",
-    "migrate",
     "package_versions",
-    "running_elsewhere",
 ]

@@ -1,0 +1,197 @@
+"""The store's schema as numbered migrations, each registered once and recorded in the database.
+
+A migration is a function `mNNN_what(db)` decorated with `@migration`; the decorator checks that NNN is
+the next number and appends it to `MIGRATIONS`, so the order of the functions in this file is the order
+they are applied and no list names them a second time. `migrate` applies, on every open of the store,
+the migrations that the database's `_migrations` table does not yet record, and records each one with
+the time it was applied (ISO 8601, UTC).
+
+A migration, once released, is never edited: a change to the schema is a new migration at the end.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+from kb_agent.agent.store.rows import now
+from sqlite_utils import Database
+
+Migration = Callable[[Database], None]
+
+_registered: list[Migration] = []
+_NAME = re.compile(r"m(\d{3})_\w+")
+
+
+def migration(fn: Migration) -> Migration:
+    """Register `fn` as the next migration and return it unchanged.
+
+    Raises:
+        ValueError: the name is not `mNNN_what` with NNN one more than the last registered migration.
+    """
+    m = _NAME.fullmatch(fn.__name__)
+    expected = len(_registered) + 1
+    if m is None or int(m.group(1)) != expected:
+        raise ValueError(f"migration {fn.__name__!r} must be named m{expected:03d}_<what it does>")
+    _registered.append(fn)
+    return fn
+
+
+@migration
+def m001_initial(db: Database) -> None:
+    """The three tables: runs, trajectories (one per problem and sample), turns (one per model call)."""
+    db["runs"].create(
+        {
+            "id": str,  # time-sortable: r-20261130T051200-3f2a
+            "name": str,
+            "created": str,  # ISO 8601, UTC
+            "status": str,  # RUN_STATUSES
+            "config": str,  # JSON: the full solve config
+            "model": str,
+            "backend": str,
+            "precision": str,
+            "gpu": str,  # NULL until the first evaluation reports the hardware
+            "hardware": str,  # JSON
+            "versions": str,  # JSON: package -> version
+        },
+        pk="id",
+        not_null=["name", "created", "status"],
+    )
+    db["runs"].create_index(["name"], unique=True)
+    db["trajectories"].create(
+        {
+            "id": int,
+            "run_id": str,
+            "level": int,  # 0 = toy, NULL = loose file
+            "problem_id": int,
+            "problem_name": str,
+            "problem_key": str,  # "2/40", "toy/relu", or the file name
+            "problem_json": str,  # JSON: the full Problem, reference source included
+            "sample": int,
+            "outcome": str,  # NULL while unfinished, else OUTCOMES
+            "best_turn": int,
+            "best_speedup": float,
+            "created": str,
+            "finished": str,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id")],
+        not_null=["run_id", "problem_key", "problem_json", "sample", "created"],
+    )
+    db["turns"].create(
+        {
+            "id": int,
+            "trajectory_id": int,
+            "idx": int,  # 1-based
+            "messages": str,  # JSON: the messages sent to the model
+            "response": str,  # raw model text; NULL until it arrives
+            "code": str,  # the extracted candidate; NULL if none
+            "status": str,  # NULL until evaluated, else TURN_STATUSES
+            "correct": int,  # 0/1
+            "runtime_ms": float,  # candidate mean
+            "ref_runtime_ms": float,  # reference mean
+            "speedup": float,  # ref_runtime_ms / runtime_ms
+            "eval_json": str,  # JSON: the full EvalResult
+            "feedback": str,  # rendered for the next turn
+            "tokens_in": int,
+            "tokens_out": int,
+            "cost_usd": float,
+            "latency_s": float,
+            "model_answered": str,  # the model name the provider reported
+            "finish_reason": str,
+            "llm_json": str,  # JSON: anything else recorded about the call
+            "created": str,
+            "responded_at": str,
+            "evaluated_at": str,
+        },
+        pk="id",
+        foreign_keys=[("trajectory_id", "trajectories", "id")],
+        not_null=["trajectory_id", "idx", "messages", "created"],
+    )
+    db["turns"].create_index(["trajectory_id", "idx"], unique=True)
+
+
+@migration
+def m002_trajectory_indexes(db: Database) -> None:
+    """Indexes for the queries reports and resume run: a run's trajectories (one per problem and
+    sample, which the index also enforces) and runs by creation time (`report` with no run = latest)."""
+    db["trajectories"].create_index(["run_id", "problem_key", "sample"], unique=True)
+    db["runs"].create_index(["created"])
+
+
+@migration
+def m003_run_finished(db: Database) -> None:
+    """`runs.finished`: when the run left the `running` status (ISO UTC), so reports can give wall time."""
+    db["runs"].add_column("finished", str)
+
+
+@migration
+def m004_problem_checks(db: Database) -> None:
+    """`problem_checks`: degenerate-reference findings of `kb-agent problems check`, one row per
+    (problem, GPU, precision), the latest check winning; reports show them beside fast_p."""
+    db["problem_checks"].create(
+        {
+            "problem_key": str,
+            "level": int,
+            "problem_id": int,
+            "name": str,
+            "gpu": str,
+            "precision": str,
+            "status": str,
+            "flags": str,
+            "nondeterministic": int,
+            "zeros_pass": int,
+            "constant_pass": int,
+            "reference_fails": str,
+            "details": str,
+            "checked": str,
+        },  # fmt: skip
+        pk=("problem_key", "gpu", "precision"),
+    )
+
+
+@migration
+def m005_run_owner(db: Database) -> None:
+    """`runs.pid` and `runs.host`: the process running the run, so a run left `running` by a process that
+    was killed (SIGKILL, a crash, a lost machine) reads as `killed` instead of `running` forever."""
+    db["runs"].add_column("pid", int)
+    db["runs"].add_column("host", str)
+
+
+@migration
+def m006_problem_check_source(db: Database) -> None:
+    """`problem_checks.code_sha256`: the SHA-256 of the reference source that was checked, so a report
+    shows a finding only beside trajectories on that same source (another file of the same name, or a
+    newer dataset version of the problem, is not the problem that was checked)."""
+    db["problem_checks"].add_column("code_sha256", str)
+
+
+MIGRATIONS: tuple[Migration, ...] = tuple(_registered)
+
+
+def migrate(db: Database, migrations: Sequence[Migration] = MIGRATIONS) -> list[str]:
+    """Apply the migrations not yet recorded in `_migrations`, in order; return the names applied.
+
+    Each migration and its record commit together under `BEGIN IMMEDIATE`: a failing migration leaves
+    the database as the previous one left it, and two processes opening a fresh database at once do
+    not both apply a migration (the second waits for the lock, then finds it recorded).
+    """
+    conn = db.conn
+    db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+    applied = []
+    for fn in migrations:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if conn.execute("SELECT 1 FROM _migrations WHERE name = ?", (fn.__name__,)).fetchone() is None:
+                fn(db)
+                conn.execute("INSERT INTO _migrations (name, applied_at) VALUES (?, ?)", (fn.__name__, now()))
+                applied.append(fn.__name__)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+    return applied
+
+
+__all__ = ["MIGRATIONS", "Migration", "migrate", "migration", *(fn.__name__ for fn in MIGRATIONS)]
