@@ -14,9 +14,10 @@ from typing import Any
 
 from kb_agent.agent import metrics
 from kb_agent.agent.store import Store
+from kb_agent.problems.errors import KBAgentError
 
 
-class ReportError(Exception):
+class ReportError(KBAgentError):
     """A report that cannot be made as asked (runs that must not be compared, an unknown problem or
     turn); the message is one line that says why and what to do."""
 

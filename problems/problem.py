@@ -5,8 +5,10 @@ from __future__ import annotations
 import hashlib
 from dataclasses import asdict, dataclass
 
+from kb_agent.problems.errors import KBAgentError
 
-class ProblemError(ValueError):
+
+class ProblemError(KBAgentError, ValueError):
     """A problem spec or dataset that cannot be resolved; the message says what exists or what to do."""
 
 

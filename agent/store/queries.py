@@ -21,6 +21,7 @@ from typing import Any
 from kb_agent.agent.store.liveness import this_process
 from kb_agent.agent.store.migrations import migrate
 from kb_agent.agent.store.rows import decode, dumps, now
+from kb_agent.problems.errors import KBAgentError
 from kb_agent.problems.problem import Problem
 from sqlite_utils import Database
 
@@ -39,7 +40,7 @@ TURN_STATUSES = (*EVAL_STATUSES, "no_code", "model_error")
 VERSIONED_PACKAGES = ("kb-agent", "torch", "triton", "litellm", "openai", "anthropic", "sqlite-utils")
 
 
-class StoreError(Exception):
+class StoreError(KBAgentError):
     """A store request that cannot be met (unknown run, duplicate name, no database); the message is
     one line that says what to do."""
 
