@@ -27,6 +27,7 @@ import threading
 import time
 from pathlib import Path
 
+from kb_agent.evaluator.judge import Fate, judge
 from kb_agent.evaluator.procs import group_members, group_rss_bytes
 from kb_agent.evaluator.result import (
     CHECK_FLAGS,
@@ -192,7 +193,7 @@ def evaluate(problem: Problem, candidate_source: str, settings: EvalSettings) ->
         settings: backend, device, precision, trials and stage limits (see `EvalSettings`).
 
     Returns:
-        An `EvalResult`; its status is one of compile_error, runtime_error, timeout, incorrect, correct.
+        An `EvalResult`; its status (decided by `evaluator.judge`) is one of compile_error, runtime_error, timeout, incorrect, rejected, correct.
         This function does not raise for anything the candidate does.
     """
     t_start = time.perf_counter()
@@ -219,41 +220,13 @@ def evaluate(problem: Problem, candidate_source: str, settings: EvalSettings) ->
     except BaseException:  # interrupted: run_child killed the child; leave no directory behind either
         shutil.rmtree(workdir, ignore_errors=True)
         raise
-    done, stage, timed_out, memory_stage = child.done, child.stage, child.timed_out, child.memory_stage
-    if done is not None and child.leftovers and result.strict is not None:
-        n = child.leftovers
-        result.strict["checks"]["processes"] = {"passed": False, "detail": f"left {n} process(es) running"}
-        if done["status"] == str(Status.CORRECT):
-            done = {**done, "status": str(Status.REJECTED),
-                    "message": f"rejected by strict mode:\n- processes: left {n} process(es) running"}  # fmt: skip
     result.stdout, result.stderr = child.stdout, child.stderr
-    stage_limit = _stage_limits(settings.limits)
-    if memory_stage is not None:
-        result.status = Status.RUNTIME_ERROR
-        result.message = (f"the {memory_stage} stage used more than {settings.max_memory_gb:g} GiB of host memory "
-                          "(the evaluation's whole process group, compilers included) and was killed")  # fmt: skip
-    elif timed_out:
-        result.status = Status.TIMEOUT
-        hint = ""
-        if stage_limit[stage] != _stage_limits(StageLimits())[stage]:
-            hint = f" (a limit set with --stage-limits {_LIMIT_NAMES[stage]}=SECONDS)"
-        elif stage != "build":
-            hint = (" (the Triton interpreter is slow: on --device cpu use small problems such as toy/relu)"
-                    if settings.device == "cpu" and problem.level != 0 else " (a hang or an infinite loop?)")  # fmt: skip
-        result.message = f"the {stage} stage ran past its {stage_limit[stage]:g} s limit and was killed{hint}"
-    elif done is None:
-        result.status = Status.RUNTIME_ERROR
-        tail = result.stderr.strip().splitlines()[-12:]
-        result.message = f"the evaluation process {_describe_exit(child.returncode)} during the {stage} stage"
-        if tail:
-            result.message += ":\n" + "\n".join(tail)
-    else:
-        result.status = Status(done["status"])
-        result.message = done["message"]
-        failed = [f"- {name}: {c['detail']}" for name, c in ((result.strict or {}).get("checks") or {}).items()
-                  if not c.get("passed") and c.get("detail")]  # fmt: skip
-        if child.forged and failed:  # what else strict mode saw: the likelier cause
-            result.message += "\nstrict mode's checks also failed:\n" + "\n".join(failed)
+    fate = _fate(child, settings, problem, result.stderr)
+    done = child.done or {}
+    verdict = judge(done.get("status"), done.get("message", ""), result.strict, fate)
+    result.status, result.message = verdict.status, verdict.message
+    if result.strict is not None:
+        result.strict["checks"] = verdict.checks
     result.backend = result.compile.backend or result.backend  # what the candidate is, not what was asked
     parity_correct = result.status == Status.CORRECT or (
         result.strict is not None and result.strict.get("parity_status") == str(Status.CORRECT)
@@ -265,6 +238,31 @@ def evaluate(problem: Problem, candidate_source: str, settings: EvalSettings) ->
     result.stages["total"] = time.perf_counter() - t_start
     shutil.rmtree(workdir, ignore_errors=True)
     return result
+
+
+def _fate(child: ChildOutcome, settings: EvalSettings, problem: Problem, stderr: str) -> Fate:
+    """How the child ended, in the judge's terms, with the sentence the model reads for each ending."""
+    stage, stage_limit = child.stage, _stage_limits(settings.limits)
+    if child.memory_stage is not None:
+        return Fate("memory", f"the {child.memory_stage} stage used more than {settings.max_memory_gb:g} GiB of "
+                    "host memory (the evaluation's whole process group, compilers included) and was killed")  # fmt: skip
+    if child.timed_out:
+        hint = ""
+        if stage_limit[stage] != _stage_limits(StageLimits())[stage]:
+            hint = f" (a limit set with --stage-limits {_LIMIT_NAMES[stage]}=SECONDS)"
+        elif stage != "build":
+            hint = (" (the Triton interpreter is slow: on --device cpu use small problems such as toy/relu)"
+                    if settings.device == "cpu" and problem.level != 0 else " (a hang or an infinite loop?)")  # fmt: skip
+        return Fate(
+            "timeout", f"the {stage} stage ran past its {stage_limit[stage]:g} s limit and was killed{hint}"
+        )
+    if child.forged:
+        return Fate("done", forged=child.forged, leftovers=child.leftovers)
+    if child.done is None:
+        message = f"the evaluation process {_describe_exit(child.returncode)} during the {stage} stage"
+        tail = stderr.strip().splitlines()[-12:]
+        return Fate("died", message + (":\n" + "\n".join(tail) if tail else ""))
+    return Fate("done", leftovers=child.leftovers)
 
 
 # a stage as results and the channel name it -> its name in StageLimits (`<name>_s`) and --stage-limits
@@ -363,10 +361,6 @@ def run_child(
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         pass
-    if forged:
-        done = {"event": "done", "status": str(Status.REJECTED),
-                "message": f"rejected: {forged} message(s) on the evaluator's private result channel were not "
-                           "the evaluator's (a candidate must not write to the evaluator's file descriptors)"}  # fmt: skip
     with out_f, err_f:
         out, err = _read(out_f, settings.max_output_chars), _read(err_f, settings.max_output_chars)
     # processes still running after the verdict: the supervising half killed them, and says how many
@@ -514,7 +508,9 @@ def check_problem(problem: Problem, settings: EvalSettings) -> dict:
         shutil.rmtree(workdir, ignore_errors=True)
     found = parts.get("problem_check", {}).get("check", {})
     hw = parts.get("hardware", {}).get("hardware", {})
-    if child.done is not None:
+    if child.forged:  # the reference wrote to the result channel: no finding can be trusted
+        status, message = "error", f"{child.forged} message(s) on the result channel were not the evaluator's"
+    elif child.done is not None:
         status, message = child.done["status"], child.done["message"]
     elif child.timed_out:
         limit = _stage_limits(settings.limits)[child.stage]

@@ -1,0 +1,244 @@
+"""One evaluation inside the child: its state, the helpers every stage uses, and the order of the stages.
+
+`Evaluation.run()` walks the stages (`evaluator.stages`), each a function of the evaluation that records
+what it found and sends each part of the EvalResult as it finishes, raising `Verdict` to end early with the
+outcome KernelBench's rules give. It then sends the strict facts and that outcome; the status itself is
+decided by `evaluator.judge` in the parent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+import random
+import re
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from kb_agent.evaluator.result import Status
+from kb_agent.evaluator.settings import EvalSettings
+
+_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
+class Verdict(Exception):
+    """Ends the evaluation early with a status and a message for the model."""
+
+    def __init__(self, status: Status, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def set_seed(seed: int) -> None:
+    """KernelBench's set_seed: torch (CPU and CUDA) and, for good measure, Python's random."""
+    import torch
+
+    torch.manual_seed(seed)
+    random.seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed(seed)
+
+
+def load_module(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+_MONITOR = None  # strict mode's SideEffectMonitor, once armed
+
+
+def set_monitor(monitor) -> None:
+    """Strict mode's audit hook, which `describe_exception` pauses while it reads a traceback."""
+    global _MONITOR
+    _MONITOR = monitor
+
+
+def describe_exception(
+    e: BaseException, source_file: str, limit: int = 1500, label: str = "candidate"
+) -> str:
+    """`Type: message` plus the frames in `source_file` ("<label> line N, in function: code"),
+    innermost last."""
+    if _MONITOR is not None:
+        with _MONITOR.paused():  # reading a traceback touches frames, which candidates may not
+            return _describe_exception(e, source_file, limit, label)
+    return _describe_exception(e, source_file, limit, label)
+
+
+def _describe_exception(e: BaseException, source_file: str, limit: int, label: str) -> str:
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == source_file]
+    head = f"{type(e).__name__}: {e}".strip()
+    if len(head) > limit:
+        head = head[:limit] + " …"
+    where = [f"  {label} line {f.lineno}, in {f.name}: {(f.line or '').strip()}" for f in frames[-3:]]
+    if isinstance(e, SyntaxError) and e.filename == source_file:
+        where = [f"  {label} line {e.lineno}: {(e.text or '').strip()}"]
+    return "\n".join([head, *where])
+
+
+# how a call the sandbox refused shows in exception text: EACCES/EPERM from Python, or from C++ (torch)
+_DENIED = re.compile(r"permission denied|operation not permitted|errno 1[^0-9]|errno 13|strerror: perm", re.I)
+
+
+def sandbox_held(record: dict | None) -> bool:
+    """Whether `confine`'s record says the sandbox was applied (not off, not unavailable)."""
+    return "landlock_abi" in (record or {})
+
+
+def is_triton_compile_error(e: BaseException) -> bool:
+    names = {c.__name__ for c in type(e).__mro__}
+    return bool(names & {"CompilationError", "CompileTimeAssertionFailure", "InterpreterError"})
+
+
+def is_oom(e: BaseException) -> bool:
+    return type(e).__name__ == "OutOfMemoryError" or "out of memory" in str(e).lower()
+
+
+class Evaluation:
+    """One evaluation inside the child. `run()` walks the stages and sends each part as it finishes."""
+
+    def __init__(self, job: dict, chan: Any):  # chan: worker.Channel
+        import torch
+
+        self.torch = torch
+        self.chan = chan
+        self.settings = EvalSettings.from_dict(job["settings"])
+        self.problem = job["problem"]
+        self.workdir = Path(job["workdir"])
+        self.build_root = Path(job["build_root"])
+        self.candidate_src = job["candidate"]
+        self.device = torch.device(self.settings.device)
+        if self.device.type == "cuda" and self.device.index is not None:
+            # "cuda:N": make it the current device, where a candidate's device="cuda", .cuda(), Triton
+            # launches and load_inline kernels go (they otherwise ran on cuda:0 against cuda:N memory)
+            torch.cuda.set_device(self.device)
+        self.dtype = getattr(torch, _DTYPES[self.settings.precision])
+        self.atol, self.rtol = self.settings.tolerance
+        self.candidate_file = str(self.workdir / "candidate.py")
+        from kb_agent.evaluator.strict import Checks
+
+        self.strict = self.settings.strict
+        self.checks = Checks()
+        self.strict_info: dict[str, Any] = {"sandbox": job["sandbox"]} if job.get("sandbox") else {}
+        self.guard = None
+        self.monitor = None
+        self.threads_before: set = set()
+
+    # -- helpers ------------------------------------------------------------------------------------
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize()
+
+    def draw_inputs(self) -> list:
+        """The reference's `get_inputs()` (after the caller's seed), on the device in the precision.
+
+        With `settings.inputs_on_device` the factory calls inside `get_inputs()` allocate on the device
+        (`with torch.device(...)`): the same seeds and distributions as KernelBench, drawn by the device's
+        generator, which is seconds faster per trial for the large level-1 inputs; the values differ from
+        KernelBench's CPU draws. A `get_inputs()` that fails that way is drawn on the CPU and moved, as
+        KernelBench does (also what `inputs_on_device=False` always does).
+        """
+        if self.settings.inputs_on_device and self.device.type == "cuda":
+            state = self.torch.random.get_rng_state(), self.torch.cuda.get_rng_state_all()
+            try:
+                with self.torch.device(self.device):
+                    return self.prepare(self.ref_mod.get_inputs())
+            except Exception:  # noqa: BLE001 - retried on the CPU from the same generator state
+                self.torch.random.set_rng_state(state[0])
+                self.torch.cuda.set_rng_state_all(state[1])
+        return self.prepare(self.ref_mod.get_inputs())
+
+    def prepare(self, values: list) -> list:
+        """Move tensors to the device; cast floating-point ones (only) to the precision."""
+        out = []
+        for v in values:
+            if isinstance(v, self.torch.Tensor):
+                v = v.to(self.device)
+                if v.is_floating_point():
+                    v = v.to(self.dtype)
+            out.append(v)
+        return out
+
+    def clone(self, values: list) -> list:
+        return [v.clone() if isinstance(v, self.torch.Tensor) else v for v in values]
+
+    # -- the stages -------------------------------------------------------------------------------------
+    def run(self) -> None:
+        from kb_agent.evaluator.hardware import hardware_record
+        from kb_agent.evaluator.stages import build, correctness, strict_trials, timing
+
+        hw = hardware_record(self.device, self.settings.precision)
+        self.arch = hw.compute_capability or "9.0"
+        if hw.arch_list:
+            os.environ["TORCH_CUDA_ARCH_LIST"] = hw.arch_list
+        self.chan.send("hardware", hardware=dataclasses.asdict(hw))
+        # bound before any candidate code runs: patching the classes later does not change what runs here
+        send, strict_facts = self.chan.send, self.strict_facts
+        try:
+            build.run(self)
+            correctness.run(self)
+            if self.strict:
+                strict_trials.run(self)
+            timing.run(self)
+            status, message = Status.CORRECT, "correct"
+        except Verdict as v:
+            status, message = v.status, v.message
+        if self.strict:
+            send("strict", strict=strict_facts(status))
+        send("done", status=str(status), message=message)
+
+    def strict_facts(self, parity_status: Status) -> dict[str, Any]:
+        """Strict mode's record, to be judged with the parity outcome by `evaluator.judge`: the checks
+        the stages recorded, and those measured now that the candidate's code has stopped running (side
+        effects the audit hook saw, tampering with what the evaluator relies on, threads left running)."""
+        from kb_agent.evaluator.strict import live_threads
+
+        checks = self.checks
+        if self.monitor is not None:
+            self.monitor.active = False
+            checks.record(
+                "side_effects", not self.monitor.events, "; ".join(dict.fromkeys(self.monitor.events))
+            )
+        if self.guard is not None:
+            changed = self.guard_changed()
+            checks.record("tampering", not changed, "replaced " + ", ".join(changed[:8]) if changed else "")
+        threads = live_threads(self.threads_before)
+        checks.record(
+            "threads", not threads, f"left threads running: {', '.join(threads)}" if threads else ""
+        )
+        return {
+            "enabled": True,
+            "parity_status": str(parity_status),
+            "checks": checks.checks,
+            # a blocked attempt, whatever followed: the failure it met was of its own making
+            "broke_rule": bool(self.monitor is not None and self.monitor.events),
+            **self.strict_info,
+        }
+
+    def runtime_verdict(self, e: BaseException, doing: str) -> Verdict:
+        if is_triton_compile_error(e):
+            return Verdict(Status.COMPILE_ERROR, f"a Triton kernel failed to compile while {doing}:\n"
+                           + describe_exception(e, self.candidate_file))  # fmt: skip
+        what = "out of memory" if is_oom(e) else "an exception"
+        return Verdict(Status.RUNTIME_ERROR, f"{what} while {doing}:\n" + self.explain(e))
+
+    def explain(self, e: BaseException) -> str:
+        """`describe_exception` for the candidate, plus what the sandbox allows when it refused the call."""
+        text = describe_exception(e, self.candidate_file)
+        if sandbox_held(self.strict_info.get("sandbox")) and _DENIED.search(text):
+            text += ("\n  (strict mode's sandbox: files may be written only in the working directory, $TMPDIR and "
+                     "the build cache; no network, no signals to other processes)")  # fmt: skip
+        return text
+
+
+def tensors(values) -> list:
+    import torch
+    from kb_agent.evaluator.compare import flatten_outputs
+
+    return [v for v in flatten_outputs(values) if isinstance(v, torch.Tensor)]

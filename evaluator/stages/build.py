@@ -1,0 +1,156 @@
+"""The build stage: import the reference, import (and so build) the candidate, arm strict mode's watchers
+before the candidate's first line runs, and construct both models."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import time
+from pathlib import Path
+
+from kb_agent.evaluator import context
+from kb_agent.evaluator.context import (
+    Verdict,
+    describe_exception,
+    is_triton_compile_error,
+    load_module,
+    set_seed,
+)
+from kb_agent.evaluator.result import CompileInfo, Status
+
+_OWN_MODULES = {
+    "__main__",
+    "json",
+    "kb_agent.evaluator.context",
+    "kb_agent.evaluator.strict",
+    "kb_agent.evaluator.compare",
+    "kb_agent.evaluator.timing",
+    "kb_agent.evaluator.thresholds",
+    "kb_agent.evaluator.stages.build",
+    "kb_agent.evaluator.stages.correctness",
+    "kb_agent.evaluator.stages.strict_trials",
+    "kb_agent.evaluator.stages.timing",
+}
+
+
+def run(ev) -> None:
+    from kb_agent.evaluator.build import BuildError, CudaUnavailable, LoadInlineWrapper, detect_backend
+
+    ev.chan.send("stage", name="build")
+    ref_path = ev.workdir / "reference.py"
+    ref_path.write_text(ev.problem["code"])
+    try:
+        ev.ref_mod = load_module(ref_path, "kb_reference")
+    except Exception as e:
+        raise Verdict(Status.RUNTIME_ERROR, "the reference program failed to import (not the candidate's fault): "
+                      + describe_exception(e, str(ref_path), label="reference")) from None  # fmt: skip
+    backend = detect_backend(ev.candidate_src)
+    info = CompileInfo(backend=backend)
+    if ev.strict and ev.settings.backend != "auto":  # a study of CUDA kernels scores CUDA kernels
+        ev.checks.record("requested_backend", backend == ev.settings.backend,
+                           f"{ev.settings.backend} kernels were asked for; this candidate's are {backend}")  # fmt: skip
+    wrapper = LoadInlineWrapper(
+        ev.build_root, ev.arch, cuda_torch=ev.torch.version.cuda is not None,
+        salt=(ev.torch.__version__, os.environ.get("TORCH_CUDA_ARCH_LIST"), sys.version),
+    )  # fmt: skip
+    wrapper.install()
+    # the evaluator's own modules are imported (and bind what they use) before any candidate code runs
+    import kb_agent.evaluator.compare
+    import kb_agent.evaluator.profile
+    import kb_agent.evaluator.stages.correctness
+    import kb_agent.evaluator.stages.strict_trials
+    import kb_agent.evaluator.stages.timing
+    import kb_agent.evaluator.strict
+    import kb_agent.evaluator.thresholds
+    import kb_agent.evaluator.timing  # noqa: F401
+
+    Path(ev.candidate_file).write_text(ev.candidate_src)
+    if ev.strict:
+        arm_strict_checks(ev, backend)
+        wrapper.monitor = ev.monitor
+    t0 = time.perf_counter()
+    verdict = None
+    try:
+        cand = load_module(Path(ev.candidate_file), "kb_candidate")
+        ev.ModelNew = getattr(cand, "ModelNew", None)
+        if not isinstance(ev.ModelNew, type):
+            verdict = Verdict(Status.COMPILE_ERROR, "the candidate defines no class ModelNew; define "
+                              "`class ModelNew(nn.Module)` with the reference Model's __init__ and forward signature")  # fmt: skip
+    except BuildError as e:
+        info.errors, info.log = e.errors, e.log
+        verdict = Verdict(
+            Status.COMPILE_ERROR, "compilation failed:\n" + "\n".join(e.errors or [e.log[-2000:]])
+        )
+    except CudaUnavailable as e:
+        info.ok = True
+        info.seconds = time.perf_counter() - t0
+        ev.chan.send("compile", compile=dataclasses.asdict(info), builds=wrapper.builds)
+        raise Verdict(Status.RUNTIME_ERROR, str(e)) from None
+    except SyntaxError as e:
+        info.errors = [f"candidate.py({e.lineno}): error: {e.msg}\n    > {(e.text or '').strip()}"]
+        verdict = Verdict(Status.COMPILE_ERROR, "syntax error:\n" + info.errors[0])
+    except BaseException as e:  # noqa: BLE001 - an import may raise anything, SystemExit included
+        if is_triton_compile_error(e):
+            info.errors = [str(e)[:2000]]
+        verdict = Verdict(Status.COMPILE_ERROR, "importing the candidate failed:\n" + ev.explain(e))
+    info.seconds = time.perf_counter() - t0
+    info.ok = verdict is None
+    ev.chan.send("compile", compile=dataclasses.asdict(info), builds=wrapper.builds)
+    if verdict:
+        raise verdict
+    construct_models(ev)
+
+
+def arm_strict_checks(ev, backend: str) -> None:
+    """Snapshot what the evaluator relies on and start watching side effects, before the candidate's
+    code first runs (its import)."""
+    import threading
+
+    from kb_agent.evaluator.strict import (
+        SideEffectMonitor,
+        TamperGuard,
+        guarded_objects,
+        static_findings,
+        torch_ops,
+    )
+
+    # the profiler's first use imports torch._dynamo, which rewraps torch.manual_seed and friends: do
+    # it now, so the snapshot below sees torch as the checks will leave it
+    torch_ops(ev.torch.relu, [ev.torch.ones(2)])
+    found = static_findings(ev.candidate_src)
+    ev.checks.record("static", not found, "; ".join(found))
+    ev.checks.record("custom_kernel_source", backend != "torch",
+                       "" if backend != "torch" else "no load_inline or Triton kernel in the source")  # fmt: skip
+    ev.threads_before = {t.ident for t in threading.enumerate()}
+    roots = [ev.workdir, ev.build_root, os.environ.get("TRITON_CACHE_DIR", ev.workdir),
+             os.environ.get("TMPDIR", ev.workdir)]  # fmt: skip
+    ev.monitor = SideEffectMonitor([Path(r) for r in roots], candidate_dir=ev.workdir)
+    ev.monitor.install()
+    context.set_monitor(ev.monitor)
+    # the evaluator's own modules and classes: the child's entry (__main__), the stages, the judge's inputs
+    own = {name: mod for name, mod in sys.modules.items() if name in _OWN_MODULES}
+    own.update({"Evaluation": type(ev), "Channel": type(ev.chan), "Checks": type(ev.checks),
+                "SideEffectMonitor": SideEffectMonitor, "TamperGuard": TamperGuard})  # fmt: skip
+    ev.guard = TamperGuard({**guarded_objects(ev.torch, ev.ref_mod), **own})
+    ev.guard_changed = ev.guard.changed  # bound now, like the verdict above
+
+
+def construct_models(ev) -> None:
+    torch, seed = ev.torch, ev.settings.seed
+    set_seed(seed)
+    init = ev.prepare(ev.ref_mod.get_init_inputs())
+    try:
+        with torch.no_grad():
+            set_seed(seed)
+            ev.ref_model = ev.ref_mod.Model(*ev.clone(init)).to(device=ev.device, dtype=ev.dtype)
+    except Exception as e:
+        raise Verdict(Status.RUNTIME_ERROR, "the reference Model failed to construct (not the candidate's "
+                      "fault): " + describe_exception(e, "")) from None  # fmt: skip
+    try:
+        with torch.no_grad():
+            set_seed(seed)
+            ev.new_model = ev.ModelNew(*ev.clone(init)).to(device=ev.device, dtype=ev.dtype)
+        ev.sync()
+    except BaseException as e:  # noqa: BLE001
+        raise ev.runtime_verdict(e, "constructing ModelNew") from None

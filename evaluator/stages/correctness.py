@@ -1,0 +1,51 @@
+"""The correctness stage: KernelBench's trials, fresh inputs from each trial's seed, reference vs candidate."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from kb_agent.evaluator.context import Verdict, describe_exception, set_seed
+from kb_agent.evaluator.result import CorrectnessInfo, Status
+
+
+def run(ev) -> None:
+    from kb_agent.evaluator.compare import compare_outputs
+
+    torch = ev.torch
+    ev.chan.send("stage", name="correctness")
+    t0 = time.perf_counter()
+    info = CorrectnessInfo(trials=ev.settings.correctness_trials, atol=ev.atol, rtol=ev.rtol,
+                           seed=ev.settings.seed)  # fmt: skip
+    torch.manual_seed(ev.settings.seed)  # trial seeds drawn as KernelBench draws them
+    seeds = [int(torch.randint(0, 2**32 - 1, (1,)).item()) for _ in range(ev.settings.correctness_trials)]
+    verdict = None
+    for i, s in enumerate(seeds):
+        set_seed(s)
+        inputs = ev.draw_inputs()
+        with torch.no_grad():
+            try:
+                set_seed(s)
+                expected = ev.ref_model(*ev.clone(inputs))
+                ev.sync()
+            except Exception as e:
+                raise Verdict(Status.RUNTIME_ERROR, "the reference failed on its own inputs (not the "
+                              "candidate's fault): " + describe_exception(e, "")) from None  # fmt: skip
+            try:
+                set_seed(s)
+                actual = ev.new_model(*ev.clone(inputs))
+                ev.sync()
+            except BaseException as e:  # noqa: BLE001
+                verdict = ev.runtime_verdict(e, f"running correctness trial {i + 1}")
+                break
+        r = compare_outputs(expected, actual, ev.atol, ev.rtol, i, s)
+        info.results.append(r)
+        if not r.passed:
+            verdict = Verdict(Status.INCORRECT, f"output mismatch in correctness trial {i + 1} of "
+                              f"{len(seeds)} ({r.problem})")  # fmt: skip
+            break
+        info.passed += 1
+    info.seconds = time.perf_counter() - t0
+    ev.chan.send("correctness", correctness=dataclasses.asdict(info))
+    if verdict:
+        raise verdict
