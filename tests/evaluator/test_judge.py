@@ -1,7 +1,6 @@
 """The one judge (evaluator/judge.py): every status from recorded facts, no child process needed."""
 
 import pytest
-
 from kb_agent.evaluator.judge import Fate, judge
 from kb_agent.evaluator.result import Status
 
