@@ -22,7 +22,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -41,6 +40,7 @@ from kb_agent.evaluator.result import (
     _build,
 )
 from kb_agent.evaluator.settings import EvalSettings, StageLimits
+from kb_agent.evaluator.workdir import new_workdir
 from kb_agent.problems import Problem
 
 log = logging.getLogger(__name__)
@@ -197,7 +197,7 @@ def evaluate(problem: Problem, candidate_source: str, settings: EvalSettings) ->
         This function does not raise for anything the candidate does.
     """
     t_start = time.perf_counter()
-    workdir = Path(tempfile.mkdtemp(prefix="kb-eval-"))
+    workdir = new_workdir("kb-eval-")  # sweeps those a killed harness left (evaluator.workdir)
     build_root = candidate_build_root(candidate_source) if settings.reuse_builds else workdir / "build"
     build_root.mkdir(parents=True, exist_ok=True)
     result = EvalResult(
@@ -495,7 +495,7 @@ def check_problem(problem: Problem, settings: EvalSettings) -> dict:
     "error" or "timeout"), flags (a list of "reference_fails", "nondeterministic", "nonfinite_output",
     "zeros_pass", "constant_pass"), the five findings, details and message.
     """
-    workdir = Path(tempfile.mkdtemp(prefix="kb-check-"))
+    workdir = new_workdir("kb-check-")
     parts: dict = {}
     job = {"mode": "check_problem", "problem": problem.to_dict(), "candidate": "", "settings": settings.to_dict(),
            "workdir": str(workdir), "build_root": str(workdir / "build")}  # fmt: skip

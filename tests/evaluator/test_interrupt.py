@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -74,9 +75,19 @@ def test_sigterm_to_eval_kills_the_hanging_child(tmp_path):
     assert _interrupt_once_children_run(args, tmp_path, signal.SIGTERM) == 143
 
 
-def test_a_sigkilled_eval_takes_its_hanging_child_with_it(tmp_path):
+def test_a_sigkilled_eval_takes_its_hanging_child_with_it_and_the_next_sweeps_its_folder(
+    tmp_path, monkeypatch
+):
     args = ["eval", str(CANDIDATES / "hangs.py"), "-p", "toy/relu", "--device", "cpu"]
     assert _interrupt_once_children_run(args, tmp_path, signal.SIGKILL) == -signal.SIGKILL
+    # the killed command could not remove its work directory; the next evaluation's (here, in this
+    # process, its first step) does, since the process named in it is gone
+    (left,) = tmp_path.glob("kb-eval-*")
+    from kb_agent.evaluator.workdir import new_workdir
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    fresh = new_workdir("kb-eval-")
+    assert not left.exists() and list(tmp_path.glob("kb-eval-*")) == [fresh]
 
 
 def test_sigterm_to_problems_check_with_jobs_kills_every_check(tmp_path):
