@@ -2,6 +2,7 @@
 process. Knows nothing about LLMs, prompts or the database; importing it does not import torch.
 """
 
+import dataclasses
 from typing import Protocol
 
 from kb_agent.evaluator.result import (
@@ -34,6 +35,25 @@ def evaluate(problem: Problem, candidate_source: str, settings: EvalSettings | N
     return _evaluate(problem, candidate_source, settings or EvalSettings())
 
 
+def retime(problem: Problem, candidate_source: str, settings: EvalSettings | None = None) -> EvalResult:
+    """Re-time a candidate already found correct (a trajectory's best turn, against the winner's curse) in a
+    fresh, isolated child, with the reproducible figure on.
+
+    The whole evaluation runs again under `settings` (default `EvalSettings()`), with `repro_timing=True`:
+    build (an identical source reuses its cached build), correctness trials and strict checks, so a
+    candidate that is no longer correct gets its honest status, not a speed. Returns that `EvalResult`:
+    `result.timing.repro_speedup` is the re-timed figure (reference ms / candidate ms, median over
+    interleaved pairs), `result.timing.repro_ci95` its 95 % interval [lo, hi], `result.timing.repro_method`
+    the protocol; `result.speedup` is this run's KernelBench-parity figure. Use the figures only when
+    `result.status` is `Status.CORRECT`.
+
+    Raises:
+        ValueError: `settings` are invalid (as `EvalSettings` raises).
+    """
+    s = dataclasses.replace(settings or EvalSettings(), repro_timing=True)
+    return evaluate(problem, candidate_source, s)
+
+
 class LocalEvaluator:
     """The real evaluator bound to one `EvalSettings`: `LocalEvaluator(settings).evaluate(problem, src)`."""
 
@@ -64,4 +84,5 @@ __all__ = [
     "TimingStats",
     "TrialResult",
     "evaluate",
+    "retime",
 ]

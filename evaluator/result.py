@@ -108,9 +108,17 @@ class TimingStats:
 class TimingInfo:
     """How fast the candidate ran against the reference, timed in the same child with the same method.
 
-    `reference`/`candidate` use `method` (KernelBench parity: CUDA events around each synchronized call,
-    L2 flushed before each, mean compared). `device_*` use `device_method`, a figure without host launch
-    latency in the window (see the evaluator's timing module).
+    Which protocol produced which figure (see the evaluator's timing module):
+    * `speedup` (with `reference`/`candidate`): `method`, KernelBench parity (CUDA events around each
+      synchronized call, L2 flushed before each, means compared); the figure compared with published
+      numbers. `speedup_ci95`: its 95 % interval (delta method on the ratio of means).
+    * `device_speedup` (`device_*`): `device_method`, without host launch latency in the window, medians
+      compared; `device_speedup_ci95` from the two medians' order-statistic intervals.
+    * `repro_speedup` (`repro_*`): `repro_method`, the reproducible figure: reference and candidate timed
+      in alternating pairs until its relative standard error `repro_rse` is under the target (or a cap:
+      `repro_stopped`), `repro_trials` pairs; the median of the paired ratios, `repro_ci95` its 95 %
+      order-statistic interval; the SM clock (MHz, None when unreadable) before and after. The figure to
+      re-time a winner with (`evaluator.retime`).
     """
 
     method: str = ""
@@ -125,6 +133,19 @@ class TimingInfo:
     compile_reference: TimingStats | None = None  # torch.compile(Model), when asked for
     compile_speedup: float | None = None  # compile_reference.mean_ms / candidate.mean_ms
     seconds: float | None = None
+    speedup_ci95: list[float] | None = None  # [lo, hi] of `speedup`
+    device_speedup_ci95: list[float] | None = None  # [lo, hi] of `device_speedup`
+    repro_method: str | None = None  # interleaved_graph_replay or _events (CPU: ..._perf_counter)
+    repro_reference: TimingStats | None = None  # per-call ms over the interleaved pairs
+    repro_candidate: TimingStats | None = None
+    repro_speedup: float | None = None  # median over pairs of reference ms / candidate ms
+    repro_ci95: list[float] | None = None  # [lo, hi] of `repro_speedup`
+    repro_rse: float | None = None  # relative standard error of `repro_speedup`
+    repro_trials: int | None = None  # pairs timed
+    repro_stopped: str | None = None  # "rse" (target reached), "max_trials" or "time_cap"
+    repro_seconds: float | None = None  # wall seconds of the timed pairs
+    sm_clock_mhz_before: int | None = None  # SM clock before and after the pairs (NVML)
+    sm_clock_mhz_after: int | None = None
 
 
 @dataclass

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 TOLERANCES = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}
 PRECISIONS = tuple(TOLERANCES)
 BACKENDS = ("auto", "cuda", "triton")
+REPRO_METHODS = ("auto", "events")
 
 
 @dataclass
@@ -88,6 +89,18 @@ class EvalSettings:
             the device's generator; seconds faster per trial on large inputs); False draws them on the
             CPU and moves them, as KernelBench does, for its exact input values.
         max_memory_gb: host memory (RSS, GiB) the child's whole process group may use, compilers included.
+        repro_timing: also time the reproducible figure (`TimingInfo.repro_*`: reference and candidate in
+            alternating pairs until its relative standard error is under `repro_target_rse`, with a 95 %
+            interval and the SM clock; `evaluator.timing.time_repro`). None (the default): on CUDA
+            devices only; True: on the CPU too (host clock); False: never.
+        repro_method: "auto" (CUDA-graph replays when both models capture faithfully, else eager calls)
+            or "events" (always eager calls); both time with back-to-back CUDA events.
+        repro_target_rse: stop adding pairs once the relative standard error of the reference's median,
+            the candidate's median and the speedup are all at most this (0.005: issue 11's 0.5 %, which
+            puts two independent figures within about 0.7 % of each other at one standard deviation).
+        repro_min_trials, repro_max_trials: pairs (one reference and one candidate call each) timed at
+            least (unless `repro_max_s` runs out first, never below 6 pairs) and at most.
+        repro_max_s: wall seconds for the pairs, both models together (issue 11: at most 2 s a model).
     """
 
     backend: str = "auto"
@@ -112,6 +125,12 @@ class EvalSettings:
     sandbox: bool = True
     max_memory_gb: float = 32.0
     inputs_on_device: bool = True
+    repro_timing: bool | None = None
+    repro_method: str = "auto"
+    repro_target_rse: float = 0.005
+    repro_min_trials: int = 30
+    repro_max_trials: int = 10000
+    repro_max_s: float = 4.0
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -120,8 +139,23 @@ class EvalSettings:
             raise ValueError(f"unknown precision {self.precision!r}; choose one of {', '.join(PRECISIONS)}")
         if self.device not in ("cuda", "cpu") and not self.device.startswith("cuda:"):
             raise ValueError(f"unknown device {self.device!r}; choose cuda, cuda:N or cpu")
+        if self.repro_method not in REPRO_METHODS:
+            raise ValueError(
+                f"unknown repro_method {self.repro_method!r}; choose one of {', '.join(REPRO_METHODS)}"
+            )
+        if not (self.repro_target_rse > 0 and self.repro_max_s > 0):
+            raise ValueError("repro_target_rse and repro_max_s must be positive numbers")
+        if not 1 <= self.repro_min_trials <= self.repro_max_trials:
+            raise ValueError(
+                f"repro trial counts must satisfy 1 <= min <= max (got min {self.repro_min_trials}, "
+                f"max {self.repro_max_trials})"
+            )
         if isinstance(self.limits, dict):
             self.limits = StageLimits(**self.limits)
+
+    def repro_on(self, device_type: str) -> bool:
+        """Whether the reproducible figure is timed on a device of this type ("cuda" or "cpu")."""
+        return self.repro_timing if self.repro_timing is not None else device_type == "cuda"
 
     @property
     def tolerance(self) -> tuple[float, float]:

@@ -1,6 +1,6 @@
 """Timing of one model's forward, reference and candidate alike.
 
-Two figures, each with its method recorded:
+Three figures, each with its method recorded:
 
 * **parity** (`cuda_event_sync`): KernelBench's protocol (src/kernelbench/timing.py, `cuda_event`
   method): `warmup` untimed calls, then per trial: flush L2 by writing a buffer larger than it,
@@ -13,6 +13,10 @@ Two figures, each with its method recorded:
   synchronisation between trials, so launch latency stays out of the window. Models that cannot be
   captured are timed with the same loop on eager calls. Reference and candidate always share one method.
   The median is reported as the figure (robust to the odd preempted trial).
+* **repro** (`interleaved_graph_replay`, else `interleaved_events`): reference and candidate timed in
+  alternating pairs until the figure's relative standard error is small, with a confidence interval and
+  the SM clock before and after (`time_repro`; the section "the reproducible figure" below). The figure
+  to re-time and compare across processes; parity stays the one compared with published numbers.
 
 On the CPU (Triton under the interpreter) only a host-clock figure (`cpu_perf_counter`) exists; it is
 not comparable with anything published.
@@ -20,13 +24,20 @@ not comparable with anything published.
 
 from __future__ import annotations
 
+import functools
+import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 from kb_agent.evaluator.result import TimingStats
+
+if TYPE_CHECKING:
+    from kb_agent.evaluator.result import TimingInfo
+    from kb_agent.evaluator.settings import EvalSettings
 
 # bound at import, which the worker does before the candidate's code runs, so a candidate that replaces
 # them does not change the timing (strict mode also reports the replacement)
@@ -250,3 +261,307 @@ def time_strict(
                 host.append((_perf_counter() - t0) * 1e3)
                 events.append(host[-1])
     return events, host, out
+
+
+# ------------------------------------------------------------------------------ the reproducible figure
+# A third figure, beside parity and device (issue 11, goal P3: the same candidate timed in two fresh
+# processes within 1 % median, 3 % p95). Reference and candidate are timed in alternating pairs (AB BA AB
+# ...), so drift, clock changes and throttling hit both; each call follows an L2 flush; the calls are CUDA
+# graph replays where both models capture faithfully (`_capture`), else eager calls, in blocks enqueued
+# behind a device-side spin so the host's launch latency stays out of every window. Pairs are added until
+# the relative standard error (RSE) of the reference's median, the candidate's median and the speedup are
+# all under a target, within trial and time caps. The speedup is the median of the paired per-pair ratios
+# (reference ms / candidate ms); its 95 % confidence interval is the distribution-free interval of a median
+# (order statistics at Binomial(n, 1/2) quantiles, `median_ci`), and every RSE is that interval's
+# half-width / (1.96 × median).
+
+REPRO_GRAPH_METHOD = "interleaved_graph_replay"
+REPRO_EVENTS_METHOD = "interleaved_events"
+REPRO_CPU_METHOD = "interleaved_cpu_perf_counter"
+CI_LEVEL = 0.95
+# bound at import, like the timers above
+_spin = getattr(torch.cuda, "_sleep", None)
+_clock_rate = getattr(torch.cuda, "clock_rate", None)
+_SPIN_CYCLES_PER_MS = 2.0e6  # a spin of this many cycles per ms lasts at least that long below 2 GHz
+
+
+@functools.lru_cache(maxsize=4096)
+def _median_ci_ranks(n: int, level: float) -> int:
+    """How many order statistics `median_ci` drops at each end: the largest j with
+    P(Binomial(n, 1/2) <= j - 1) <= (1 - level) / 2 (0 when even the extremes cover less)."""
+    tail = (1.0 - level) / 2.0
+    log_p = -n * math.log(2.0)  # log P(B = 0)
+    cdf, j = 0.0, 0
+    for k in range(n // 2 + 1):
+        if k:
+            log_p += math.log(n - k + 1) - math.log(k)
+        cdf += math.exp(log_p)
+        if cdf > tail:
+            break
+        j = k + 1
+    return j
+
+
+def median_ci(values: Sequence[float], level: float = CI_LEVEL) -> tuple[float, float]:
+    """Distribution-free confidence interval of a median: the order statistics x(j) and x(n+1-j) of the
+    sorted sample, j from `_median_ci_ranks`. Covers the population median with probability at least
+    `level` for independent draws from any continuous distribution. Below 6 values at 95 % no such j
+    exists and (min, max) is returned, which covers less.
+
+    Raises:
+        ValueError: `values` is empty.
+    """
+    x = sorted(values)
+    if not x:
+        raise ValueError("median_ci of no values")
+    j = _median_ci_ranks(len(x), level)
+    return (x[0], x[-1]) if j == 0 else (x[j - 1], x[len(x) - j])
+
+
+def _z(level: float) -> float:
+    return statistics.NormalDist().inv_cdf((1.0 + level) / 2.0)
+
+
+def median_rse(values: Sequence[float], level: float = CI_LEVEL) -> float:
+    """Relative standard error of the sample median: half the width of `median_ci` over z × median
+    (z = 1.96 at 95 %); inf for a median of 0 or fewer than 2 values."""
+    if len(values) < 2:
+        return math.inf
+    lo, hi = median_ci(values, level)
+    med = statistics.median(values)
+    return (hi - lo) / (2.0 * _z(level) * abs(med)) if med else math.inf
+
+
+def mean_ratio_ci(
+    reference: TimingStats, candidate: TimingStats, level: float = CI_LEVEL
+) -> list[float] | None:
+    """Confidence interval [lo, hi] of reference.mean_ms / candidate.mean_ms, two independent samples, by
+    the delta method on the log ratio: se² = (sd_r / (mean_r √n_r))² + (sd_c / (mean_c √n_c))²,
+    interval = ratio × exp(±z se). None when a mean is not positive."""
+    if reference.mean_ms <= 0 or candidate.mean_ms <= 0:
+        return None
+    se = math.hypot(
+        reference.std_ms / (reference.mean_ms * math.sqrt(max(reference.trials, 1))),
+        candidate.std_ms / (candidate.mean_ms * math.sqrt(max(candidate.trials, 1))),
+    )
+    ratio = reference.mean_ms / candidate.mean_ms
+    return [ratio * math.exp(-_z(level) * se), ratio * math.exp(_z(level) * se)]
+
+
+def median_ratio_ci(
+    reference_ms: Sequence[float], candidate_ms: Sequence[float], level: float = CI_LEVEL
+) -> list[float] | None:
+    """Confidence interval [lo, hi] of median(reference) / median(candidate), two independent samples:
+    each median's RSE from `median_rse`, combined on the log ratio (delta method). None when either RSE
+    is not finite."""
+    se = math.hypot(median_rse(reference_ms, level), median_rse(candidate_ms, level))
+    if not math.isfinite(se):
+        return None
+    ratio = statistics.median(reference_ms) / statistics.median(candidate_ms)
+    return [ratio * math.exp(-_z(level) * se), ratio * math.exp(_z(level) * se)]
+
+
+def sm_clock_mhz(device: torch.device) -> int | None:
+    """The SM clock in MHz as NVML last sampled it (`torch.cuda.clock_rate`, through nvidia-ml-py), or None
+    on the CPU or when NVML cannot be read."""
+    if device.type != "cuda" or _clock_rate is None:
+        return None
+    try:
+        return int(_clock_rate(device))
+    except Exception:  # noqa: BLE001 - no pynvml, no NVML in the sandbox, ...: the clock is data, not a verdict
+        return None
+
+
+class EventTimer:
+    """Times calls with CUDA events on the current stream, enqueued back to back; `read()` synchronises once
+    and returns the ms of every call since the last read. `hold(ms)` enqueues a device-side spin first, so
+    the host can queue a whole block while the device waits, and no window holds a launch gap."""
+
+    def __init__(self):
+        self._pending: list[tuple[Any, Any]] = []
+
+    def time(self, call: Callable[[], Any]) -> None:
+        start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+        start.record()
+        call()
+        end.record()
+        self._pending.append((start, end))
+
+    def read(self) -> list[float]:
+        _sync()
+        out = [s.elapsed_time(e) for s, e in self._pending]
+        self._pending = []
+        return out
+
+    def hold(self, ms: float) -> None:
+        if _spin is not None and ms > 0:
+            _spin(int(ms * _SPIN_CYCLES_PER_MS))
+
+
+class HostTimer:
+    """Times calls with the host clock (the CPU device); same interface as `EventTimer`."""
+
+    def __init__(self):
+        self._pending: list[float] = []
+
+    def time(self, call: Callable[[], Any]) -> None:
+        t0 = _perf_counter()
+        call()
+        self._pending.append((_perf_counter() - t0) * 1e3)
+
+    def read(self) -> list[float]:
+        out, self._pending = self._pending, []
+        return out
+
+    def hold(self, ms: float) -> None:
+        pass
+
+
+@dataclass
+class Interleaved:
+    """What `time_interleaved` measured: per-call ms of each model (pair i of one list beside pair i of the
+    other), the keys in the order they were timed, and why the loop stopped ("rse": every RSE under the
+    target; "max_trials"; "time_cap")."""
+
+    times: dict[str, list[float]]
+    order: list[str]
+    stopped: str
+    seconds: float
+    blocks: int
+
+    def ratios(self, num: str, den: str) -> list[float]:
+        return [a / b if b > 0 else math.inf for a, b in zip(self.times[num], self.times[den], strict=True)]
+
+
+def time_interleaved(
+    calls: dict[str, Callable[[], Any]],
+    *,
+    timer: EventTimer | HostTimer,
+    flusher: Callable[[], None],
+    warmup: int,
+    min_trials: int,
+    max_trials: int,
+    max_seconds: float,
+    target_rse: float,
+    clock: Callable[[], float] = _perf_counter,
+) -> Interleaved:
+    """Time two zero-argument calls (reference first, candidate second) in alternating pairs.
+
+    Pair i runs A then B for even i and B then A for odd i, each call after `flusher()`; `warmup` pairs are
+    run untimed first. Pairs are enqueued in blocks of about `thresholds.REPRO_BLOCK_MS` of timed work
+    (at most `REPRO_MAX_BLOCK_PAIRS`), each behind `timer.hold()` for the host time the previous block took
+    to enqueue, and read back at the block's end. The loop stops after a block once there are at least
+    `min_trials` pairs and the RSE (`median_rse`) of A's median, B's median and the paired ratios A/B are
+    all at most `target_rse`; or at `max_trials` pairs; or once `max_seconds` (host clock, from the first
+    timed pair) have passed, but never below `REPRO_FEWEST_PAIRS` pairs.
+
+    Raises:
+        ValueError: `calls` does not hold exactly two calls.
+    """
+    from kb_agent.evaluator.thresholds import REPRO_BLOCK_MS, REPRO_FEWEST_PAIRS, REPRO_MAX_BLOCK_PAIRS
+
+    if len(calls) != 2:
+        raise ValueError(f"time_interleaved times two calls, not {len(calls)}")
+    a, b = calls
+    times: dict[str, list[float]] = {a: [], b: []}
+    order: list[str] = []
+    with torch.no_grad():
+        t0 = clock()
+        for i in range(warmup):
+            for k in (a, b) if i % 2 == 0 else (b, a):
+                flusher()
+                calls[k]()
+        timer.read()
+        host_ms_per_pair = (clock() - t0) * 1e3 / max(warmup, 1)
+        start, pairs, block, blocks, stopped = clock(), 0, 1, 0, "max_trials"
+        while pairs < max_trials:
+            timer.hold(min(1.25 * host_ms_per_pair * block, 50.0))
+            keys: list[str] = []
+            t_enq = clock()
+            for i in range(pairs, pairs + block):
+                for k in (a, b) if i % 2 == 0 else (b, a):
+                    flusher()
+                    timer.time(calls[k])
+                    keys.append(k)
+            host_ms_per_pair = (clock() - t_enq) * 1e3 / block
+            got = timer.read()
+            for k, ms in zip(keys, got, strict=True):
+                times[k].append(ms)
+            order += keys
+            pairs, blocks = pairs + block, blocks + 1
+            ratios = [x / y if y > 0 else math.inf for x, y in zip(times[a], times[b], strict=True)]
+            if (
+                pairs >= min_trials
+                and max(median_rse(times[a]), median_rse(times[b]), median_rse(ratios)) <= target_rse
+            ):
+                stopped = "rse"
+                break
+            if clock() - start >= max_seconds and pairs >= REPRO_FEWEST_PAIRS:
+                stopped = "time_cap"
+                break
+            per_pair_ms = sum(got) / block
+            block = max(
+                1,
+                min(REPRO_MAX_BLOCK_PAIRS, max_trials - pairs, int(REPRO_BLOCK_MS / max(per_pair_ms, 1e-3))),
+            )
+    return Interleaved(times=times, order=order, stopped=stopped, seconds=clock() - start, blocks=blocks)
+
+
+def time_repro(
+    info: TimingInfo,
+    fns: dict[str, tuple[Callable[..., Any], Sequence[Any]]],
+    settings: EvalSettings,
+    *,
+    device: torch.device,
+    flusher: L2Flusher | None,
+    atol: float,
+    rtol: float,
+) -> None:
+    """The reproducible figure of `fns` ({"reference": (model, inputs), "candidate": (model, inputs)}),
+    written into `info`'s `repro_*` and `sm_clock_mhz_*` fields (see the section's comment above).
+
+    On CUDA the calls are graph replays when `settings.repro_method` is "auto" and both models capture
+    faithfully (`repro_method` "interleaved_graph_replay"), else eager calls ("interleaved_events"); on the
+    CPU, eager calls on the host clock ("interleaved_cpu_perf_counter", no flush). Times in ms;
+    `repro_speedup` is the median of the paired ratios reference / candidate, `repro_ci95` its 95 %
+    interval [lo, hi], `repro_trials` the number of pairs.
+    """
+    cuda = device.type == "cuda"
+    info.sm_clock_mhz_before = sm_clock_mhz(device)
+    method = REPRO_CPU_METHOD
+    calls = {k: (lambda f=fn, a=args: f(*a)) for k, (fn, args) in fns.items()}
+    if cuda:
+        method = REPRO_EVENTS_METHOD
+        if settings.repro_method == "auto":
+            graphs = {k: _capture(fn, args, atol, rtol) for k, (fn, args) in fns.items()}
+            if all(g is not None for g in graphs.values()):
+                method, calls = REPRO_GRAPH_METHOD, {k: g.replay for k, g in graphs.items()}
+    run = time_interleaved(
+        calls,
+        timer=EventTimer() if cuda else HostTimer(),
+        flusher=flusher if cuda and flusher is not None else (lambda: None),
+        warmup=settings.warmup,
+        min_trials=settings.repro_min_trials,
+        max_trials=settings.repro_max_trials,
+        max_seconds=settings.repro_max_s,
+        target_rse=settings.repro_target_rse,
+    )
+    info.sm_clock_mhz_after = sm_clock_mhz(device)
+    ratios = run.ratios("reference", "candidate")
+    info.repro_method = method
+    info.repro_reference = stats(run.times["reference"])
+    info.repro_candidate = stats(run.times["candidate"])
+    info.repro_speedup = statistics.median(ratios)
+    info.repro_ci95 = list(median_ci(ratios))
+    info.repro_rse = median_rse(ratios)
+    info.repro_trials = len(ratios)
+    info.repro_stopped = run.stopped
+    info.repro_seconds = run.seconds
+    info.settings["repro"] = {
+        "target_rse": settings.repro_target_rse,
+        "min_trials": settings.repro_min_trials,
+        "max_trials": settings.repro_max_trials,
+        "max_s": settings.repro_max_s,
+        "warmup": settings.warmup,
+        "blocks": run.blocks,
+    }

@@ -37,6 +37,7 @@ def run(ev) -> None:
                 info.device_reference = timing.stats(times["reference"])
                 info.device_candidate = timing.stats(times["candidate"])
                 info.device_speedup = info.device_reference.median_ms / info.device_candidate.median_ms
+                info.device_speedup_ci95 = timing.median_ratio_ci(times["reference"], times["candidate"])
             if st.baseline_compile:
                 compiled = torch.compile(ev.ref_model)
                 info.compile_reference = timing.stats(timing.time_parity(compiled, ref_in, **kw))
@@ -47,11 +48,16 @@ def run(ev) -> None:
             info.settings.update(kw, flush_l2=False)
             info.reference = timing.stats(timing.time_cpu(ev.ref_model, ref_in, **kw))
             info.candidate = timing.stats(timing.time_cpu(ev.new_model, new_in, **kw))
+        if st.repro_on(ev.device.type):  # the reproducible figure, beside parity (evaluator.timing)
+            timing.time_repro(info, {"reference": (ev.ref_model, ref_in), "candidate": (ev.new_model, new_in)}, st,
+                              device=ev.device, flusher=flusher if ev.device.type == "cuda" else None,
+                              atol=ev.atol, rtol=ev.rtol)  # fmt: skip
         if ev.strict:
             strict_timing(ev, info, new_in, flusher if ev.device.type == "cuda" else None)
     except BaseException as e:  # noqa: BLE001
         raise ev.runtime_verdict(e, "timing the candidate") from None
     info.speedup = info.reference.mean_ms / info.candidate.mean_ms
+    info.speedup_ci95 = timing.mean_ratio_ci(info.reference, info.candidate)
     info.seconds = time.perf_counter() - t0
     ev.chan.send("timing", timing=dataclasses.asdict(info))
     if st.profile and ev.device.type == "cuda":
