@@ -77,6 +77,8 @@ class TrialResult:
     output_index: int | None = (
         None  # which output of a tuple/list failed (flattened order); None: the only one
     )
+    diagnosis: str = ""  # the mismatch's pattern in one line ("only the tail is wrong: ..."); "" when none
+    mismatch_map: list[str] = field(default_factory=list)  # caption, then rows of cells ('.', '+', '#', 'N')
 
 
 @dataclass
