@@ -65,6 +65,9 @@ class SolveConfig:
     """Evaluate in strict mode (reward hacks are `rejected`); False scores by KernelBench's rules alone."""
     sandbox: bool = True
     """In strict mode, confine each evaluation with Landlock where the kernel has it (`EvalSettings.sandbox`)."""
+    retime_best: bool = True
+    """When a trajectory ends, re-time its best correct turn in a fresh process (against the winner's curse:
+    the best of several noisy timings is biased upwards); fast_p then uses the re-timed speedup."""
     stage_limits: str | None = None
     """Per-stage wall-clock limits of each evaluation, e.g. "build=600" (`StageLimits.parse`); None: defaults."""
     gpu_name: str | None = None
@@ -215,6 +218,7 @@ def run_trajectory(ctx: _Run, traj_id: int, problem: Problem, sample: int) -> st
     outcome = "error"
     try:
         outcome = _turns(ctx, traj_id, problem, sample)
+        _retime_best(ctx, traj_id, problem)
     except KeyboardInterrupt:
         outcome = "interrupted"
         raise
@@ -225,6 +229,20 @@ def run_trajectory(ctx: _Run, traj_id: int, problem: Problem, sample: int) -> st
         ctx.store.finish_trajectory(traj_id, outcome)
         log.info("%s sample %d: %s", problem.key, sample, outcome)
     return outcome
+
+
+def _retime_best(ctx: _Run, traj_id: int, problem: Problem) -> None:
+    """Re-time the trajectory's best correct turn in a fresh process, once, and store the figure beside
+    the first (`Store.record_retime`). Evaluators without a `retime` method (fakes) are left alone."""
+    retime = getattr(ctx.evaluator, "retime", None)
+    if not ctx.config.retime_best or retime is None:
+        return
+    correct = [t for t in ctx.store.turns(traj_id) if t["status"] == "correct" and t["speedup"] is not None]
+    if not correct:
+        return
+    best = max(correct, key=lambda t: t["speedup"])
+    if best.get("retimed_status") is None:  # not re-timed before a stop
+        ctx.store.record_retime(best["id"], retime(problem, best["code"]))
 
 
 def _turns(ctx: _Run, traj_id: int, problem: Problem, sample: int) -> str:

@@ -52,6 +52,10 @@ def best_speedup(turns: Iterable[Mapping[str, Any]], k: int | None = None) -> fl
         turns: the trajectory's turn records, in any order.
         k: the last turn index counted; None counts every turn.
 
+    A trajectory's winner is re-timed in a fresh process when the trajectory ends (the winner's curse: the
+    best of several noisy measurements is biased upwards); a turn with a `retimed_speedup` counts with it,
+    and a turn whose re-evaluation was not correct (`retimed_status`) does not count at all.
+
     Returns:
         The highest speedup, or None when no counted turn is correct with a measured speedup.
     """
@@ -59,7 +63,9 @@ def best_speedup(turns: Iterable[Mapping[str, Any]], k: int | None = None) -> fl
     for t in turns:
         if k is not None and t["idx"] > k:
             continue
-        s = t.get("speedup")
+        if t.get("retimed_status") not in (None, "correct"):
+            continue  # correct once, not again in a fresh process: no speedup to trust
+        s = t["retimed_speedup"] if t.get("retimed_speedup") is not None else t.get("speedup")
         if not _is_correct(t) or s is None or math.isnan(s):
             continue
         if best is None or s > best:

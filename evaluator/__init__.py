@@ -23,7 +23,8 @@ from kb_agent.problems import Problem
 
 
 class Evaluator(Protocol):
-    """What the agent loop needs from an evaluator."""
+    """What the agent loop needs from an evaluator. One that also has `retime(problem, source)` (as
+    `LocalEvaluator` does) gets each trajectory's best turn re-timed in a fresh process when it ends."""
 
     def evaluate(self, problem: Problem, candidate_source: str) -> EvalResult: ...
 
@@ -62,6 +63,10 @@ class LocalEvaluator:
 
     def evaluate(self, problem: Problem, candidate_source: str) -> EvalResult:
         return evaluate(problem, candidate_source, self.settings)
+
+    def retime(self, problem: Problem, candidate_source: str) -> EvalResult:
+        """`retime` under these settings: a fresh evaluation with the reproducible figure on."""
+        return retime(problem, candidate_source, self.settings)
 
 
 __all__ = [

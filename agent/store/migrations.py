@@ -166,6 +166,19 @@ def m006_problem_check_source(db: Database) -> None:
     db["problem_checks"].add_column("code_sha256", str)
 
 
+@migration
+def m007_turn_retime(db: Database) -> None:
+    """The winner's curse: a trajectory's best correct turn is re-timed in a fresh process when the
+    trajectory ends. `turns.retimed_speedup` (reference ms / candidate ms, KernelBench's protocol, from
+    that fresh process), `retimed_repro_speedup` (the interleaved, reproducible figure of the same run),
+    `retimed_status` (that evaluation's status: a winner that is not correct again does not count) and
+    `retimed_json` (its whole `EvalResult`)."""
+    db["turns"].add_column("retimed_speedup", float)
+    db["turns"].add_column("retimed_repro_speedup", float)
+    db["turns"].add_column("retimed_status", str)
+    db["turns"].add_column("retimed_json", str)
+
+
 MIGRATIONS: tuple[Migration, ...] = tuple(_registered)
 
 

@@ -288,16 +288,19 @@ class Store:
 
     def finish_trajectory(self, traj_id: int, outcome: str) -> None:
         """End a trajectory with a named outcome (one of OUTCOMES) and record its best correct turn:
-        `best_speedup` is the highest speedup (reference time / candidate time) among correct turns,
-        `best_turn` its index (the earliest on a tie); both NULL when no turn was correct and timed.
+        `best_speedup` is the highest speedup (reference time / candidate time) among correct turns (the
+        re-timed figure where the turn was re-timed, leaving out one not correct when re-timed: see
+        `record_retime`), `best_turn` its index (the earliest on a tie); both NULL when no turn was correct
+        and timed.
 
         Calling it again (after a resumed trajectory ends) overwrites the outcome.
         """
         if outcome not in OUTCOMES:
             raise ValueError(f"outcome {outcome!r} is not one of {', '.join(OUTCOMES)}")
-        best = self._one(
-            "SELECT idx, speedup FROM turns WHERE trajectory_id = ? AND correct = 1 AND speedup IS NOT NULL "
-            "ORDER BY speedup DESC, idx ASC LIMIT 1",
+        best = self._one(  # a re-timed winner counts with its re-timed figure, and not if it failed then
+            "SELECT idx, COALESCE(retimed_speedup, speedup) AS speedup FROM turns WHERE trajectory_id = ? "
+            "AND correct = 1 AND speedup IS NOT NULL AND COALESCE(retimed_status, 'correct') = 'correct' "
+            "ORDER BY 2 DESC, idx ASC LIMIT 1",
             (traj_id,),
         )
         self._update(
@@ -428,8 +431,29 @@ class Store:
             },
         )
 
+    def record_retime(self, turn_id: int, eval_result: Mapping[str, Any] | Any) -> None:
+        """Record the re-timing of a trajectory's best turn in a fresh process (the winner's curse).
+
+        Args:
+            eval_result: the re-evaluation's `EvalResult` (or its dict). Its status goes to
+                `retimed_status`; when it is `correct`, its `speedup` (KernelBench's protocol, ms ÷ ms) goes
+                to `retimed_speedup` and `timing.repro_speedup` to `retimed_repro_speedup`.
+        """
+        er = eval_result if isinstance(eval_result, Mapping) else eval_result.to_dict()
+        correct = er.get("status") == "correct"
+        self._update(
+            "turns",
+            turn_id,
+            {
+                "retimed_status": er.get("status"),
+                "retimed_speedup": er.get("speedup") if correct else None,
+                "retimed_repro_speedup": (er.get("timing") or {}).get("repro_speedup") if correct else None,
+                "retimed_json": dumps(dict(er)),
+            },
+        )
+
     def turns(self, traj_id: int) -> list[dict[str, Any]]:
-        """A trajectory's turns by index, JSON columns (`messages`, `eval_json`, `llm_json`) decoded."""
+        """A trajectory's turns by index, JSON columns (`messages`, `eval_json`, `llm_json`, `retimed_json`) decoded."""
         rows = self.db.query("SELECT * FROM turns WHERE trajectory_id = ? ORDER BY idx", (traj_id,))
         return [decode("turns", r) for r in rows]
 
@@ -469,10 +493,11 @@ class Store:
 
     def turn_summaries(self, run_id: str) -> list[dict[str, Any]]:
         """Every turn of a run without the bulky columns (messages, response, code, JSON): trajectory_id,
-        idx, status, correct, speedup, runtime_ms, ref_runtime_ms, tokens_in, tokens_out, cost_usd,
-        latency_s; ordered by trajectory then index. What reports and tables need."""
+        idx, status, correct, speedup, retimed_speedup, retimed_repro_speedup, retimed_status, runtime_ms,
+        ref_runtime_ms, tokens_in, tokens_out, cost_usd, latency_s; ordered by trajectory then index. What reports and tables need."""
         sql = """
             SELECT turns.trajectory_id, turns.idx, turns.status, turns.correct, turns.speedup,
+                   turns.retimed_speedup, turns.retimed_repro_speedup, turns.retimed_status,
                    turns.runtime_ms, turns.ref_runtime_ms, turns.tokens_in, turns.tokens_out,
                    turns.cost_usd, turns.latency_s, turns.code IS NOT NULL AS has_code
             FROM turns JOIN trajectories t ON t.id = turns.trajectory_id

@@ -16,7 +16,7 @@ from kb_agent.agent.store.liveness import owner_gone
 JSON_COLUMNS = {
     "runs": ("config", "hardware", "versions"),
     "trajectories": ("problem_json",),
-    "turns": ("messages", "eval_json", "llm_json"),
+    "turns": ("messages", "eval_json", "llm_json", "retimed_json"),
 }
 
 

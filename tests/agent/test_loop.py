@@ -276,3 +276,52 @@ def test_config_validation_and_round_trip():
             SolveConfig(**bad)
     c = SolveConfig(turns=3, context="last", token_budget=10)
     assert SolveConfig.from_dict({**c.__dict__, "llm": {"name": "x"}, "future_field": 1}) == c
+
+
+class RetimingEvaluator(ScriptedEvaluator):
+    """A scripted evaluator that can also re-time (as LocalEvaluator does), with canned re-timings."""
+
+    def __init__(self, results, retimed):
+        super().__init__(results)
+        self.retimed = list(retimed)
+        self.retime_calls: list[str] = []
+
+    def retime(self, problem, candidate_source):
+        self.retime_calls.append(candidate_source)
+        return self.retimed[len(self.retime_calls) - 1]
+
+
+def test_the_winner_is_retimed_once_and_fast_p_uses_the_retimed_figure(store):
+    from kb_agent.agent.metrics import best_speedup
+
+    evaluator = RetimingEvaluator([canned("correct", 1.5), canned("correct", 2.0), canned("incorrect")],
+                                  [canned("correct", 1.8)])  # fmt: skip
+    run_id = solve([RELU], cfg(turns=3), ScriptedModel([code("a"), code("b"), code("c")]), evaluator, store)
+    assert len(evaluator.retime_calls) == 1 and "# b" in evaluator.retime_calls[0]  # the 2.0x turn, only
+    traj = only_traj(store, run_id)
+    turns = store.turns(traj["id"])
+    assert turns[1]["speedup"] == 2.0 and turns[1]["retimed_speedup"] == 1.8  # beside the first figure
+    assert turns[1]["retimed_status"] == "correct" and turns[1]["retimed_json"]["speedup"] == 1.8
+    assert traj["best_speedup"] == 1.8 and traj["best_turn"] == 2
+    assert best_speedup(store.turn_summaries(run_id)) == 1.8
+    resume(run_id, ScriptedModel([]), evaluator, store)  # finished: nothing asked, nothing re-timed
+    assert len(evaluator.retime_calls) == 1
+
+
+def test_a_winner_not_correct_when_retimed_does_not_count(store):
+    from kb_agent.agent.metrics import best_speedup
+
+    evaluator = RetimingEvaluator([canned("correct", 1.5), canned("correct", 3.0)], [canned("incorrect")])
+    run_id = solve([RELU], cfg(turns=2), ScriptedModel([code("a"), code("b")]), evaluator, store)
+    traj = only_traj(store, run_id)
+    assert traj["best_speedup"] == 1.5 and traj["best_turn"] == 1
+    assert best_speedup(store.turn_summaries(run_id)) == 1.5
+    assert store.turns(traj["id"])[1]["retimed_status"] == "incorrect"
+
+
+def test_retime_best_off_or_no_correct_turn_retimes_nothing(store):
+    evaluator = RetimingEvaluator([canned("correct", 1.5)], [canned("correct", 1.4)])
+    solve([RELU], cfg(turns=1, retime_best=False), ScriptedModel([code("a")]), evaluator, store)
+    evaluator = RetimingEvaluator([canned("incorrect")], [canned("correct", 1.4)])
+    solve([RELU], cfg(turns=1), ScriptedModel([code("a")]), evaluator, store)
+    assert evaluator.retime_calls == []
