@@ -26,10 +26,13 @@ PEAK_FLOPS = {
 # (timer noise).
 SOL_SLACK = 0.8
 
-# timed_work_on_stream: the host clock around a synchronised call may exceed the timed stream's events
-# by this factor plus this many ms before work is said to have escaped the timed stream.
-STREAM_HOST_FACTOR = 2.0
-STREAM_HOST_SLACK_MS = 0.1
+# timed_work_on_stream: after the timed stream's end event (and the early output read behind it) is done,
+# a device-wide synchronize may wait at most this factor of the timed stream's per-call time plus this
+# many ms (medians) before work is said to have escaped the timed stream. It replaced a rule on the whole
+# host clock around the call (2x + 0.1 ms), which an honest three-kernel Triton LayerNorm failed on the
+# H200 (host 2.605 ms, events 0.229 ms, issue 11 item 3) MEASUREMENT-PENDING.
+STREAM_ESCAPE_FACTOR = 0.5
+STREAM_ESCAPE_SLACK_MS = 0.05
 
 # no_replay: the candidate's time on repeated inputs must be at least this fraction of its time on fresh
 # input values (medians, or else the fastest calls). Honest calls vary by up to 2x on a loaded CPU under

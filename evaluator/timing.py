@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -46,6 +47,7 @@ _Event = torch.cuda.Event
 _perf_counter = time.perf_counter
 _get_sync_debug_mode = torch.cuda.get_sync_debug_mode
 _set_sync_debug_mode = torch.cuda.set_sync_debug_mode
+_mark = getattr(torch.cuda, "_sleep", None)  # a device-side spin: the census's marker kernel
 
 PARITY_METHOD = "cuda_event_sync"
 CPU_METHOD = "cpu_perf_counter"
@@ -103,10 +105,117 @@ def time_parity(
     return times
 
 
+# ------------------------------------------------------------------------------ streams of one call
+# Work a call puts on a stream other than the current one is invisible to CUDA events on the current
+# stream, and CUDA graph capture of such a call can take the process down: a candidate running cuBLAS on
+# a stream of its own killed the child (SIGSEGV, once SIGABRT) inside the capture (issue 11, item 4; a
+# handle or stream it creates gets an error it never checks, as cudaMalloc is refused while a capture is
+# open). So before any capture one eager call is profiled (`stream_census`), and only a call that used
+# the current stream alone and made no runtime call that a capture refuses is captured.
+
+# runtime and driver calls that an open stream capture refuses ("global" capture mode) or that
+# synchronise the host: a call that makes them is timed eagerly, never captured
+_CAPTURE_UNSAFE = re.compile(
+    r"^(cudaMalloc(Host|Managed|Pitch|3D|Array)?|cudaHostAlloc|cudaFree(Host|Array)?|cudaStream(Create\w*|"
+    r"Destroy|Synchronize|Query)|cudaEventSynchronize|cudaDeviceSynchronize|cudaMemcpy(2D|3D)?(ToSymbol|"
+    r"FromSymbol)?|cudaMemset(2D|3D)?|cuMemAlloc\w*|cuMemFree\w*|cuMemHostAlloc|cuStream(Create\w*|Destroy\w*|"
+    r"Synchronize|Query)|cuCtxSynchronize|cuEventSynchronize|cuMemcpy(HtoD|DtoH|DtoD)?(_v2)?|cuMemsetD\w*)$"
+)
+_MARK = "spin_kernel"  # the kernel of torch.cuda._sleep, launched on the current stream around the call
+_MARK_CYCLES = 1000
+_CALL_RANGE = "kb_stream_census_call"
+
+
+@dataclass
+class StreamCensus:
+    """Where one eager call's GPU work ran, from torch.profiler (CUPTI) records.
+
+    Attributes:
+        streams: the profiler's ids of the streams other than the current one that ran kernels, copies
+            or memsets during the call.
+        unjoined: how many of those activities were still running when the current stream went past the
+            call (a marker kernel enqueued on it right after the call had started): work the current
+            stream never waited for. 0 for work that was joined back (`wait_stream`, events), and also for
+            side work so short that it ended before the marker ran.
+        unsafe_calls: runtime or driver calls made during the call that CUDA graph capture refuses or that
+            synchronise the host (`cudaMalloc`, `cudaStreamCreate`, `cudaDeviceSynchronize`, ...).
+        error: why no census could be taken ("" when it was).
+    """
+
+    streams: list[int] = field(default_factory=list)
+    unjoined: int = 0
+    unsafe_calls: list[str] = field(default_factory=list)
+    error: str = ""
+
+    @property
+    def capturable(self) -> bool:
+        """Whether a CUDA graph capture of the call is safe to attempt."""
+        return not self.error and not self.streams and not self.unsafe_calls
+
+
+def stream_census(fn: Callable[..., Any], args: Sequence[Any]) -> StreamCensus:
+    """Profile one eager call of `fn(*args)` (CUDA) and report where its GPU work ran (`StreamCensus`).
+
+    One untimed call comes first, so the profiled call finds the allocator's cache warm (its `cudaMalloc`s
+    would otherwise count as unsafe). A marker kernel (`torch.cuda._sleep`) is launched on the current
+    stream before and right after the profiled call: the first names the current stream, the second's start
+    is when the current stream went on. Never raises: a failure of the profiler or of the call is reported
+    in `error`.
+    """
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    if _mark is None:
+        return StreamCensus(error="torch.cuda._sleep is missing")
+    try:
+        with torch.no_grad():
+            fn(*args)  # warm: caches a capture emptied (torch.cuda.graph's empty_cache) fill up again
+        _sync()
+        with torch.no_grad(), profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            _mark(_MARK_CYCLES)
+            with record_function(_CALL_RANGE):
+                fn(*args)
+            _mark(_MARK_CYCLES)
+            _sync()
+        events = list(prof.profiler.kineto_results.events())
+    except Exception as e:  # noqa: BLE001 - no census is no verdict; the caller does not capture
+        try:
+            _sync()
+        except Exception:  # noqa: BLE001
+            pass
+        return StreamCensus(error=f"{type(e).__name__}: {e}"[:300])
+    return _census_of(events)
+
+
+def _census_of(events: Sequence[Any]) -> StreamCensus:
+    """The census from kineto events (`name()`, `device_type()`, `activity_type()`, `start_ns()`,
+    `end_ns()`, `device_resource_id()`, as `torch._C._autograd._KinetoEvent` has them)."""
+    cuda = torch.autograd.DeviceType.CUDA
+    gpu = [e for e in events if e.device_type() == cuda]
+    marks = sorted((e for e in gpu if _MARK in e.name()), key=lambda e: e.start_ns())
+    if len(marks) < 2:
+        return StreamCensus(error=f"the profiler saw {len(marks)} of the 2 marker kernels")
+    first, last = marks[0], marks[-1]
+    current = first.device_resource_id()
+    work = [e for e in gpu if e is not first and e is not last and first.start_ns() <= e.start_ns()]
+    side = [e for e in work if e.device_resource_id() != current]
+    ranges = [e for e in events if e.name() == _CALL_RANGE and e.device_type() != cuda]
+    lo, hi = (ranges[0].start_ns(), ranges[0].end_ns()) if ranges else (first.start_ns(), last.start_ns())
+    unsafe = sorted({e.name() for e in events if e.device_type() != cuda and lo <= e.start_ns() <= hi
+                     and _CAPTURE_UNSAFE.match(e.name())})  # fmt: skip
+    return StreamCensus(
+        streams=sorted({e.device_resource_id() for e in side}),
+        unjoined=sum(1 for e in side if e.end_ns() > last.start_ns()),
+        unsafe_calls=unsafe,
+    )
+
+
 def _capture(
     fn: Callable[..., Any], args: Sequence[Any], atol: float, rtol: float
 ) -> torch.cuda.CUDAGraph | None:
-    """A CUDA graph of one call, or None when the model cannot be captured faithfully.
+    """A CUDA graph of one call, or None when the model cannot be captured faithfully or safely.
+
+    A call is captured only when `stream_census` found it using the current stream alone and making no
+    runtime call a capture refuses (see the section's comment above).
 
     Capture fails loudly for some models (host syncs, host reads) and silently for others: a kernel launched
     on the legacy default stream is not recorded (its launch error goes unchecked), so the graph would
@@ -117,13 +226,17 @@ def _capture(
     generator out of capture mode; every later random draw on the device would then raise ("Offset
     increment outside graph capture"), failing an honest candidate in the next timing stage. So the eager
     call runs under `torch.cuda.set_sync_debug_mode("error")` (a model that syncs through torch is never
-    captured), and after any failure the generator gets back the state it had before.
+    captured), and after any failure the generator gets back the state it had before. A failed
+    `capture_end` also skips torch's exit from the capture stream, so the current stream is put back too.
     """
     from kb_agent.evaluator.compare import compare_outputs, flatten_outputs
 
+    if not stream_census(fn, args).capturable:
+        return None
     generator = torch.cuda.default_generators[torch.cuda.current_device()]
     saved = generator.clone_state()
     debug_mode = _get_sync_debug_mode()
+    stream = torch.cuda.current_stream()
     try:
         with torch.no_grad():
             _set_sync_debug_mode("error")
@@ -154,6 +267,7 @@ def _capture(
         return graph
     except Exception:
         _set_sync_debug_mode(debug_mode)
+        torch.cuda.set_stream(stream)
         try:
             _sync()
         except Exception:
@@ -219,6 +333,86 @@ def time_cpu(fn: Callable[..., Any], args: Sequence[Any], *, warmup: int, trials
     return times
 
 
+# The early read: the output is sampled on the current stream right after the call returns, before any
+# synchronisation, and compared with the same elements after a device-wide synchronize. A consumer on the
+# current stream sees what the early read saw; an output whose work runs on a stream the current stream
+# does not wait for is a race there, even when every later check (which synchronises first) sees it done.
+_READ_TAIL = 4096  # elements at the end of each output (what a block-ordered kernel writes last)
+_READ_SAMPLE = 4096  # elements spread over the rest
+
+
+@dataclass
+class EarlyRead:
+    """Samples of a call's output tensors, copied on the current stream before any synchronisation."""
+
+    views: list[Callable[[], torch.Tensor]]
+    copies: list[torch.Tensor]
+
+    def changed(self) -> int:
+        """Elements whose value now (call after a synchronize) differs from the early copy; NaN = NaN."""
+        n = 0
+        for view, early in zip(self.views, self.copies, strict=True):
+            now = view()
+            same = early == now
+            if early.is_floating_point() or early.is_complex():
+                same |= early.isnan() & now.isnan()
+            n += int((~same).sum())
+        return n
+
+
+def early_read(out: Any) -> EarlyRead:
+    """Enqueue on the current stream copies of a sample of every CUDA tensor in `out` (the last
+    `_READ_TAIL` elements of its flattened values and `_READ_SAMPLE` spread over the rest). Does not
+    synchronise; read `EarlyRead.changed()` after `torch.cuda.synchronize()`."""
+    from kb_agent.evaluator.compare import flatten_outputs
+
+    views: list[Callable[[], torch.Tensor]] = []
+    for t in flatten_outputs(out):
+        if not isinstance(t, torch.Tensor) or t.device.type != "cuda" or t.numel() == 0:
+            continue
+        flat = t.detach().reshape(-1)
+        n = flat.numel()
+        views.append(lambda f=flat, n=n: f[max(0, n - _READ_TAIL) :])
+        if n > _READ_TAIL:
+            step = max(1, (n - _READ_TAIL) // _READ_SAMPLE)
+            views.append(lambda f=flat, n=n, s=step: f[: n - _READ_TAIL : s])
+    return EarlyRead(views=views, copies=[v().clone() for v in views])
+
+
+@dataclass
+class StrictTimes:
+    """What `time_strict` measured, one entry per call (ms).
+
+    Attributes:
+        events_ms: CUDA events on the current stream around the call.
+        host_ms: host clock from before the call to after a device-wide synchronize (data only: it also
+            holds the time other processes' work on a shared GPU delays ours).
+        after_stream_ms: host clock from the timed stream's end event being done (with the early read
+            behind it) to a device-wide synchronize returning: the device work of this process that the
+            timed stream never waited for (other processes' work does not count here).
+        unready: calls whose output, read on the current stream right after the call, differed from its
+            value after the device-wide synchronize (`early_read`).
+        out: the last call's output.
+    """
+
+    events_ms: list[float]
+    host_ms: list[float]
+    after_stream_ms: list[float]
+    unready: int
+    out: Any
+
+
+def work_escaped(events_ms: Sequence[float], after_stream_ms: Sequence[float]) -> bool:
+    """strict mode's `timed_work_on_stream` rule on `time_strict`'s figures (ms per call): the median wait
+    for the device after the timed stream was done exceeds `thresholds.STREAM_ESCAPE_FACTOR` times the
+    timed stream's median plus `STREAM_ESCAPE_SLACK_MS`. The host clock around the whole call is not
+    used: on a GPU shared with other processes it also holds their time slices."""
+    from kb_agent.evaluator.thresholds import STREAM_ESCAPE_FACTOR, STREAM_ESCAPE_SLACK_MS
+
+    limit = STREAM_ESCAPE_FACTOR * statistics.median(events_ms) + STREAM_ESCAPE_SLACK_MS
+    return statistics.median(after_stream_ms) > limit
+
+
 def time_strict(
     fn: Callable[..., Any],
     args: Sequence[Any],
@@ -226,17 +420,19 @@ def time_strict(
     trials: int,
     flusher: L2Flusher | None,
     device: torch.device,
-) -> tuple[list[float], list[float], Any]:
-    """Strict-mode timing: fresh input values for every call and a device-wide synchronize in the window.
+) -> StrictTimes:
+    """Strict-mode timing: fresh input values for every call, and the device work the timed stream missed.
 
     Before each call (outside the timed window) every floating-point input gets a small random offset in
-    place, so outputs cached or replayed by input value or address are stale. Each call is timed twice:
-    CUDA events on the current stream, and the host clock from before the call to after
-    `_sync()` (which waits for every stream, so work moved to a side stream or a thread
-    is inside it). Returns (event ms, host ms, the last output).
+    place, so outputs cached or replayed by input value or address are stale. On CUDA each call is timed
+    with events on the current stream; then the output is sampled on that stream (`early_read`), the host
+    waits for the end event and the sample, and then for the whole device (`_sync()`, every stream of this
+    process): that last wait is the work moved to another stream or a thread (`after_stream_ms`). On the
+    CPU every figure is the host clock around the call. See `StrictTimes`.
     """
     floats = [a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()]
-    events, host = [], []
+    events, host, after = [], [], []
+    unready = 0
     out = None
     cuda = device.type == "cuda"
     with torch.no_grad():
@@ -247,20 +443,28 @@ def time_strict(
                 flusher()
             if cuda:
                 _sync()
-                start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+                start, end, read = (_Event(enable_timing=True) for _ in range(3))
                 t0 = _perf_counter()
                 start.record()
                 out = fn(*args)
                 end.record()
+                sample = early_read(out)
+                read.record()
+                read.synchronize()
+                t1 = _perf_counter()
                 _sync()
-                host.append((_perf_counter() - t0) * 1e3)
+                t2 = _perf_counter()
+                host.append((t2 - t0) * 1e3)
+                after.append((t2 - t1) * 1e3)
                 events.append(start.elapsed_time(end))
+                unready += sample.changed() > 0
             else:
                 t0 = _perf_counter()
                 out = fn(*args)
                 host.append((_perf_counter() - t0) * 1e3)
                 events.append(host[-1])
-    return events, host, out
+                after.append(0.0)
+    return StrictTimes(events_ms=events, host_ms=host, after_stream_ms=after, unready=unready, out=out)
 
 
 # ------------------------------------------------------------------------------ the reproducible figure

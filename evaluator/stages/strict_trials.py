@@ -16,6 +16,7 @@ def run(ev) -> None:
     from kb_agent.evaluator.compare import compare_outputs
     from kb_agent.evaluator.strict import alternative_inputs, exact_types, relative_error
     from kb_agent.evaluator.thresholds import MAX_RELATIVE_ERROR
+    from kb_agent.evaluator.timing import early_read
 
     torch = ev.torch
     seed = ev.settings.seed + 1_000_003  # not one of the parity trials' seeds
@@ -30,9 +31,17 @@ def run(ev) -> None:
             poison_free_memory(ev)
             try:
                 actual = ev.new_model(*cand_in)
+                sample = early_read(actual) if ev.device.type == "cuda" else None  # before any sync
                 ev.sync()
             except BaseException as e:  # noqa: BLE001
                 raise ev.runtime_verdict(e, f"running the strict trial '{name}'") from None
+            if sample is not None:
+                late = sample.changed()
+                ev.checks.record("output_ready_on_stream", not late,
+                                 f"{late} sampled output element(s), read on the current stream right after "
+                                 f"forward returned (strict trial '{name}'), changed after a device-wide "
+                                 "synchronize: the output is computed on a stream the current stream does not "
+                                 "wait for (join it back with wait_stream or an event)")  # fmt: skip
             try:
                 expected = ev.ref_model(*ev.clone(inputs))
                 ev.sync()

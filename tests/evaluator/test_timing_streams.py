@@ -1,0 +1,135 @@
+"""CPU tests of strict timing's stream rules (issue 11, items 3-5): the census of one call's streams from
+profiler records, the early output read, and the rule that says work escaped the timed stream. The GPU
+side of each is in test_timing_gpu.py and the red-team candidates `timing_*` / `honest_*`."""
+
+from dataclasses import dataclass
+
+import pytest
+import torch
+from kb_agent.evaluator import thresholds, timing
+
+CUDA, CPU = torch.autograd.DeviceType.CUDA, torch.autograd.DeviceType.CPU
+
+
+@dataclass
+class Ev:
+    """A stand-in for torch._C._autograd._KinetoEvent (ns times, stream in resource id)."""
+
+    n: str
+    start: int
+    end: int
+    stream: int = 7
+    dev: object = CUDA
+
+    def name(self):
+        return self.n
+
+    def device_type(self):
+        return self.dev
+
+    def start_ns(self):
+        return self.start
+
+    def end_ns(self):
+        return self.end
+
+    def device_resource_id(self):
+        return self.stream
+
+
+MARK = "at::cuda::(anonymous namespace)::spin_kernel(long)"
+
+
+def _call(*work, unsafe=()):
+    """Marker at 0 ns on stream 7, the call's range on the host from 5 to 50, `work`, the second marker at
+    `after` (the latest end on stream 7, i.e. where the current stream went on)."""
+    on_current = [w for w in work if w.stream == 7]
+    after = max([w.end for w in on_current] + [60])
+    host = [Ev(timing._CALL_RANGE, 5, 50, dev=CPU)] + [Ev(u, 10, 12, dev=CPU) for u in unsafe]
+    return [Ev(MARK, 0, 2), *work, Ev(MARK, after, after + 2), *host]
+
+
+def test_census_of_a_call_on_the_current_stream_only_is_capturable():
+    c = timing._census_of(_call(Ev("ln_partial", 20, 40), Ev("ln_stats", 41, 45), Ev("ln_norm", 46, 90)))
+    assert c.streams == [] and c.unjoined == 0 and c.unsafe_calls == [] and c.capturable
+
+
+def test_census_names_side_stream_work_the_current_stream_did_not_wait_for():
+    # the GEMM on stream 21 runs until 500 ns; the current stream went on at 60
+    c = timing._census_of(_call(Ev("sm90_xmma_gemm", 20, 500, stream=21)))
+    assert c.streams == [21] and c.unjoined == 1 and not c.capturable
+
+
+def test_census_of_joined_side_streams_is_not_capturable_but_not_unjoined():
+    # an honest fork/join: stream 21's half ends at 80, the current stream's join waits, goes on at 100
+    c = timing._census_of(_call(Ev("half_a", 20, 80, stream=21), Ev("half_b", 20, 100)))
+    assert c.streams == [21] and c.unjoined == 0 and not c.capturable
+
+
+def test_census_lists_calls_a_capture_refuses():
+    c = timing._census_of(
+        _call(Ev("k", 20, 40), unsafe=["cudaMalloc", "cudaStreamCreateWithFlags", "cudaLaunchKernel"])
+    )
+    assert c.unsafe_calls == ["cudaMalloc", "cudaStreamCreateWithFlags"] and not c.capturable
+
+
+def test_census_without_both_markers_is_an_error_not_a_pass():
+    c = timing._census_of([Ev(MARK, 0, 2), Ev("k", 5, 9)])
+    assert c.error and not c.capturable
+
+
+@pytest.mark.parametrize(
+    "name", ["cudaMalloc", "cudaFree", "cudaStreamCreate", "cudaStreamSynchronize", "cudaDeviceSynchronize",
+             "cudaMemcpy", "cuMemAlloc_v2", "cuStreamCreate", "cuCtxSynchronize"],
+)  # fmt: skip
+def test_capture_unsafe_calls(name):
+    assert timing._CAPTURE_UNSAFE.match(name)
+
+
+@pytest.mark.parametrize(
+    "name", ["cudaLaunchKernel", "cuLaunchKernelEx", "cudaMemcpyAsync", "cudaMemsetAsync", "cudaEventRecord",
+             "cudaStreamWaitEvent", "cudaGetLastError", "cudaMallocAsync"],
+)  # fmt: skip
+def test_capture_safe_calls(name):
+    assert not timing._CAPTURE_UNSAFE.match(name)
+
+
+def test_the_honest_layernorm_of_issue_11_passes_the_escape_rule():
+    # the figures reported: events 0.229 ms per call, the host clock (device-wide sync) 2.605 ms. What
+    # counts now is the wait after the timed stream was done; for work on the current stream it is the
+    # cost of a synchronize with nothing left to do
+    assert not timing.work_escaped([0.229] * 20, [0.01] * 20)
+
+
+def test_side_stream_work_fails_the_escape_rule():
+    # timing_side_stream_triton on a 256 MiB ReLU: the timed stream sees the launch, the ReLU runs after
+    assert timing.work_escaped([0.02] * 20, [0.09] * 20)
+    limit = thresholds.STREAM_ESCAPE_FACTOR * 1.0 + thresholds.STREAM_ESCAPE_SLACK_MS
+    assert timing.work_escaped([1.0] * 20, [limit * 1.01] * 20)
+    assert not timing.work_escaped([1.0] * 20, [limit * 0.99] * 20)
+
+
+def test_the_escape_rule_uses_medians():
+    assert not timing.work_escaped([0.2] * 20, [0.01] * 19 + [50.0])
+
+
+def test_early_read_changed_counts_elements_that_moved_and_treats_nan_as_equal():
+    t = torch.full((10,), float("nan"))
+    t[:4] = 1.0
+    r = timing.EarlyRead(views=[lambda: t[:]], copies=[t.clone()])
+    assert r.changed() == 0  # NaN = NaN: an honest output that holds NaN is not a race
+    t[6:9] = 2.0  # written after the early read: a race
+    t[0] = -0.0
+    t[1] = 0.0
+    assert r.changed() == 3 + 2  # 1.0 -> -0.0 and 1.0 -> 0.0 changed too
+
+
+def test_early_read_skips_cpu_tensors():
+    assert timing.early_read((torch.ones(3), [torch.zeros(2)], 4)).views == []
+
+
+def test_time_strict_on_the_cpu_reports_no_escape():
+    x = torch.randn(64)
+    t = timing.time_strict(torch.relu, [x], trials=3, flusher=None, device=torch.device("cpu"))
+    assert len(t.events_ms) == len(t.host_ms) == 3 and t.after_stream_ms == [0.0] * 3 and t.unready == 0
+    assert torch.equal(t.out, torch.relu(x))
