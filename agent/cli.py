@@ -1,7 +1,11 @@
-"""The `kb-agent` command line. Thin: each command parses options and calls a library function.
+"""The `kb-agent` command line. Thin: each command parses options and calls one library function
+(`agent.job` for solve, `agent.checks` for problems check, `agent.report` for reports), which Python
+callers and tests use the same way.
 
-Heavy imports (torch, triton, litellm) happen inside the commands that need them, so `--help` and the
-`problems` commands answer quickly.
+Conventions: booleans are flags (`--json`, `--no-strict`), `-h` is `--help` everywhere, required
+options carry a star, every default is shown, arguments are named in capitals (`CANDIDATE`). Heavy
+imports (torch, triton, litellm) happen inside the commands that need them, so `--help` and the
+`problems` commands answer quickly. Expected errors (`KBAgentError`) end as one line and exit code 2.
 """
 
 from __future__ import annotations
@@ -9,20 +13,62 @@ from __future__ import annotations
 import contextlib
 import sys
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any
 
 import typer
 from kb_agent.agent import __version__
+from kb_agent.evaluator.settings import StageLimits
+from kb_agent.problems.errors import KBAgentError, UsageError
 from rich.console import Console
 from rich.table import Table
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
+
+
+def _conventional(params: list) -> list:
+    """Flags show no value type (typer's rich help prints `<bool>` after `--json`, which takes no
+    value); arguments are named in capitals, as usage lines name them."""
+    for p in params:
+        if isinstance(p, TyperOption) and (p.is_flag or p.count) and p.metavar is None:
+            p.metavar = ""
+        elif isinstance(p, TyperArgument) and p.metavar is None:
+            p.metavar = p.name.upper()
+    return params
+
+
+class _Command(TyperCommand):
+    """A command whose help follows the conventions above; its usage line reads
+    `kb-agent eval [OPTIONS] CANDIDATE`, optional arguments in brackets, repeatable ones with `...`."""
+
+    def get_params(self, ctx):
+        return _conventional(super().get_params(ctx))
+
+    def collect_usage_pieces(self, ctx) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for p in self.get_params(ctx):
+            if isinstance(p, TyperArgument):
+                piece = p.metavar if p.required else f"[{p.metavar}]"
+                pieces.append(piece + ("..." if p.nargs != 1 else ""))
+            else:
+                pieces.extend(p.get_usage_pieces(ctx))
+        return pieces
+
+
+class _Group(TyperGroup):
+    def get_params(self, ctx):
+        return _conventional(super().get_params(ctx))
+
 
 app = typer.Typer(
+    cls=_Group,
     help="Agentic multi-turn kernel optimisation around KernelBench.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},  # subcommands inherit it
 )
-problems_app = typer.Typer(help="List, show and check KernelBench problems.", no_args_is_help=True)
+problems_app = typer.Typer(
+    cls=_Group, help="List, show and check KernelBench problems.", no_args_is_help=True
+)
 app.add_typer(problems_app, name="problems")
 
 out = Console(soft_wrap=True)
@@ -33,9 +79,49 @@ DatasetOpt = Annotated[
     typer.Option(
         "--dataset",
         envvar="KB_DATASET",
-        help="Local KernelBench copy (level_N parquet files or a KernelBench checkout). Default: the Hub.",
+        help="A folder holding a local KernelBench copy (level_N parquet files, or a KernelBench checkout).",
+        show_default="the Hugging Face Hub",
     ),
 ]
+DEFAULT_DB = "runs/kb.sqlite"  # agent.store.DEFAULT_DB, spelled out so that --help does not import sqlite
+DbOpt = Annotated[
+    str,
+    typer.Option(
+        "--db",
+        envvar="KB_DB",
+        help="The trajectory store (an SQLite file; a relative path is relative to the working directory).",
+    ),
+]
+
+
+def _limits_text(limits: StageLimits) -> str:
+    return ", ".join(f"{name[:-2]}={getattr(limits, name):g}" for name in StageLimits.__dataclass_fields__)
+
+
+DEFAULT_LIMITS = _limits_text(StageLimits())
+LimitsOpt = Annotated[
+    str,
+    typer.Option(
+        "--stage-limits",
+        help="Per-stage wall-clock limits of each evaluation in seconds; stages not named keep the default "
+        "(e.g. build=600,timing=120).",
+    ),
+]
+StrictOpt = Annotated[
+    bool,
+    typer.Option(
+        "--strict/--no-strict",
+        help="Strict checks against reward hacks (rejected status) beside KernelBench's rules.",
+    ),
+]
+SandboxOpt = Annotated[
+    bool,
+    typer.Option(
+        "--sandbox/--no-sandbox",
+        help="In strict mode, confine the evaluation with Landlock where Linux has it (no writes outside its folders, no TCP).",
+    ),
+]
+PrecisionOpt = Annotated[str, typer.Option(help="fp32, fp16 or bf16.")]
 
 
 class Terminated(KeyboardInterrupt):
@@ -68,52 +154,19 @@ def _interruptible(hint: str = ""):
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def _kill_children_until_idle(pool, seconds: float = 10.0) -> None:
-    """Kill the evaluation children of `pool`'s threads until its threads are done (a thread may be
-    starting a child as we kill the others)."""
-    import time
-
-    from kb_agent.evaluator.runner import kill_live_children
-
-    deadline = time.monotonic() + seconds
-    while True:
-        kill_live_children()
-        if not any(t.is_alive() for t in getattr(pool, "_threads", ())) or time.monotonic() > deadline:
-            return
-        time.sleep(0.05)
-
-
-LimitsOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--stage-limits",
-        help="Per-stage limits in seconds, e.g. build=600,timing=120 (stages: start, build, correctness, timing).",
-    ),
-]
-
-
-def _limits(text: str | None):
-    from kb_agent.evaluator.settings import StageLimits
+def _settings(**kwargs: Any):
+    """`EvalSettings(**kwargs)` with `limits` parsed from the --stage-limits text; UsageError (one line)
+    for a bad value."""
+    from kb_agent.evaluator import EvalSettings
 
     try:
-        return StageLimits.parse(text) if text else StageLimits()
+        limits = StageLimits.parse(kwargs.pop("limits"))
     except ValueError as e:
         raise UsageError(f"--stage-limits: {e}") from None
-
-
-DbOpt = Annotated[
-    str | None,
-    typer.Option("--db", envvar="KB_DB", help="Trajectory store (SQLite). Default: runs/kb.sqlite."),
-]
-
-
-class UsageError(Exception):
-    """Bad input from the user; the CLI prints the message on one line and exits with code 2."""
-
-
-def fail(message: str, code: int = 2) -> NoReturn:
-    err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
-    raise typer.Exit(code)
+    try:
+        return EvalSettings(limits=limits, **kwargs)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 def require_cuda(device: str, hint: str) -> None:
@@ -123,17 +176,6 @@ def require_cuda(device: str, hint: str) -> None:
 
         if not torch.cuda.is_available():
             raise UsageError(f"no CUDA device here; {hint}")
-
-
-def _expected_errors() -> tuple[type[Exception], ...]:
-    from kb_agent.agent.report import ReportError
-    from kb_agent.agent.store import StoreError
-    from kb_agent.problems import ProblemError
-
-    errors: tuple[type[Exception], ...] = (ProblemError, UsageError, StoreError, ReportError)
-    if "kb_agent.agent.llm" in sys.modules:  # only commands that talk to a model import it
-        errors += (sys.modules["kb_agent.agent.llm"].LLMError,)
-    return errors
 
 
 def _version_callback(value: bool) -> None:
@@ -151,9 +193,11 @@ def _root(
     pass
 
 
-@problems_app.command("list")
+@problems_app.command("list", cls=_Command)
 def problems_list(
-    level: Annotated[str | None, typer.Option("--level", "-l", help="A level (1-4) or 'toy'.")] = None,
+    level: Annotated[
+        str | None, typer.Option("--level", "-l", help="A level (1-4) or 'toy'.", show_default="all")
+    ] = None,
     dataset: DatasetOpt = None,
 ) -> None:
     """List problems as a table: level, id, name."""
@@ -170,7 +214,7 @@ def problems_list(
     out.print(f"{n} problems", highlight=False)
 
 
-@problems_app.command("show")
+@problems_app.command("show", cls=_Command)
 def problems_show(
     spec: Annotated[str, typer.Argument(help="One problem: 2/40, toy/relu or a path.")],
     dataset: DatasetOpt = None,
@@ -188,7 +232,7 @@ def problems_show(
         sys.stdout.write(p.code if p.code.endswith("\n") else p.code + "\n")
 
 
-@problems_app.command("check")
+@problems_app.command("check", cls=_Command)
 def problems_check(
     spec: Annotated[
         str,
@@ -196,79 +240,60 @@ def problems_check(
             help="Problems to check: 2/66, a level, 1/1-10,95, 1/37,2/9-12, toy, a path or a folder."
         ),
     ],
-    device: Annotated[str, typer.Option(help="cuda (default) or cpu.")] = "cuda",
-    precision: Annotated[str, typer.Option(help="fp32, fp16 or bf16.")] = "fp32",
+    device: Annotated[str, typer.Option(help="cuda or cpu.")] = "cuda",
+    precision: PrecisionOpt = "fp32",
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object per problem.")] = False,
     jobs: Annotated[
         int, typer.Option(min=1, max=32, help="Problems checked at once, each in its own child.")
     ] = 1,
-    stage_limits: LimitsOpt = None,
-    db: DbOpt = None,
+    stage_limits: LimitsOpt = DEFAULT_LIMITS,
+    db: DbOpt = DEFAULT_DB,
     dataset: DatasetOpt = None,
 ) -> None:
     """Flag degenerate references: nondeterministic, with NaN in their output, passed by a zero or
     constant output at the tolerance, or failing under the evaluator's input handling. Results are
     stored for `report`."""
     import json
-    from concurrent.futures import ThreadPoolExecutor
 
+    from kb_agent.agent.checks import check_problems
     from kb_agent.agent.store import Store
-    from kb_agent.evaluator import EvalSettings
-    from kb_agent.evaluator.runner import check_problem
     from kb_agent.problems import resolve
 
-    try:
-        settings = EvalSettings(device=device, precision=precision, limits=_limits(stage_limits))
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+    settings = _settings(device=device, precision=precision, limits=stage_limits)
     require_cuda(settings.device, "run on a GPU machine, or pass --device cpu")
     problems = resolve(spec, dataset)
-    store = Store(db)
+
+    def print_json(_, c: dict) -> None:
+        sys.stdout.write(json.dumps(c) + "\n")
+        sys.stdout.flush()
+
+    with Store(db) as store, _interruptible("; the checks finished so far are stored"):
+        results = check_problems(
+            problems, settings, jobs=jobs, store=store, on_result=print_json if json_out else None
+        )
+    if not json_out:
+        out.print(_checks_table(problems, results))
+        counts: dict[str, int] = {}
+        for c in results:
+            counts[c["status"]] = counts.get(c["status"], 0) + 1
+        noun = "problem" if len(problems) == 1 else "problems"
+        out.print(f"{len(problems)} {noun}: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
+
+
+def _checks_table(problems: list, results: list[dict]) -> Table:
     table = Table("problem", "name", "status", "flags", "s")
-    results: dict[str, dict] = {}
-
-    def finish(p, c: dict) -> None:
-        results[p.key] = c
-        if c["status"] in ("ok", "flagged"):  # a check that could not run must not replace a finding
-            store.record_problem_check(c)
-        if json_out:
-            sys.stdout.write(json.dumps(c) + "\n")
-            sys.stdout.flush()
-
-    oom = []  # out of memory beside other jobs: checked again alone at the end
-    pool = ThreadPoolExecutor(max_workers=jobs)  # each check is its own child process
-    with _interruptible("; the checks finished so far are stored"):
-        try:
-            for p, c in zip(problems, pool.map(lambda p: check_problem(p, settings), problems), strict=True):
-                if jobs > 1 and c["status"] == "error" and c["message"].startswith("out of memory"):
-                    oom.append(p)
-                else:
-                    finish(p, c)
-            for p in oom:
-                finish(p, check_problem(p, settings))
-        except BaseException:  # Ctrl-C or SIGTERM: no check is left running, none queued starts
-            pool.shutdown(wait=False, cancel_futures=True)
-            _kill_children_until_idle(pool)
-            raise
-    pool.shutdown()
-    counts: dict[str, int] = {}
-    for p in problems:
-        c = results[p.key]
-        counts[c["status"]] = counts.get(c["status"], 0) + 1
+    for p, c in zip(problems, results, strict=True):
         flags = ", ".join(c["flags"]) or ("-" if c["status"] in ("ok", "flagged") else c["message"][:120])
         if c.get("reference_fails"):
             flags += ": " + c["reference_fails"].splitlines()[0][:100]
         table.add_row(p.key, p.name, c["status"], flags, f"{c['seconds']:.1f}")
-    if not json_out:
-        out.print(table)
-        noun = "problem" if len(problems) == 1 else "problems"
-        out.print(f"{len(problems)} {noun}: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
+    return table
 
 
 # ---------------------------------------------------------------- the store: report, runs
 
 runs_app = typer.Typer(
-    help="List the runs in the trajectory store and show one turn by turn.", no_args_is_help=True
+    cls=_Group, help="List the runs in the trajectory store and show one turn by turn.", no_args_is_help=True
 )
 app.add_typer(runs_app, name="runs")
 
@@ -282,12 +307,12 @@ def _print_blocks(renderables: list, text: str) -> None:
         sys.stdout.write(text)
 
 
-@app.command("report")
+@app.command("report", cls=_Command)
 def report_cmd(
     runs: Annotated[
         list[str] | None, typer.Argument(help="Run ids or names. Default: the latest run.")
     ] = None,
-    db: DbOpt = None,
+    db: DbOpt = DEFAULT_DB,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     by_turn: Annotated[
         bool, typer.Option("--by-turn", help="Add fast_p of the best turn up to k, per k.")
@@ -307,8 +332,8 @@ def report_cmd(
         _print_blocks(report.report_renderables(rep), report.render_report_text(rep))
 
 
-@runs_app.command("list")
-def runs_list(db: DbOpt = None) -> None:
+@runs_app.command("list", cls=_Command)
+def runs_list(db: DbOpt = DEFAULT_DB) -> None:
     """List the runs: id, name, created, model, problems, status (running, finished, interrupted,
     failed, or killed: its process on this machine is gone without a word; `solve --resume RUN`
     continues it)."""
@@ -320,7 +345,7 @@ def runs_list(db: DbOpt = None) -> None:
     _print_blocks([report.runs_renderable(rows)], report.render_runs_text(rows))
 
 
-@runs_app.command("show")
+@runs_app.command("show", cls=_Command)
 def runs_show(
     run: Annotated[str, typer.Argument(help="Run id or name.")],
     problem: Annotated[
@@ -328,7 +353,7 @@ def runs_show(
     ] = None,
     sample: Annotated[int | None, typer.Option("--sample", help="Only this sample of each problem.")] = None,
     code: Annotated[int | None, typer.Option("--code", help="Print the code extracted at turn N.")] = None,
-    db: DbOpt = None,
+    db: DbOpt = DEFAULT_DB,
 ) -> None:
     """Show a run turn by turn (status, speedup, tokens, cost), or one turn's extracted code."""
     from kb_agent.agent import report
@@ -343,31 +368,15 @@ def runs_show(
     _print_blocks(report.show_renderables(shown), report.render_show_text(shown))
 
 
-StrictOpt = Annotated[
-    bool,
-    typer.Option(
-        "--strict/--no-strict",
-        help="Strict checks against reward hacks (rejected status) beside KernelBench's rules.",
-    ),
-]
-SandboxOpt = Annotated[
-    bool,
-    typer.Option(
-        "--sandbox/--no-sandbox",
-        help="In strict mode, confine the evaluation with Landlock where Linux has it (no writes outside its folders, no TCP).",
-    ),
-]
-
-
-@app.command("eval")
+@app.command("eval", cls=_Command)
 def eval_cmd(
     candidate: Annotated[Path, typer.Argument(help="A Python module defining ModelNew.", show_default=False)],
     problem: Annotated[str, typer.Option("--problem", "-p", help="The reference: 2/40, toy/relu or a path.")],
     backend: Annotated[str, typer.Option(help="auto, cuda or triton.")] = "auto",
     device: Annotated[
-        str, typer.Option(help="cuda (default) or cpu (Triton under the interpreter).")
+        str, typer.Option(help="cuda, or cpu (Triton candidates under the interpreter).")
     ] = "cuda",
-    precision: Annotated[str, typer.Option(help="fp32, fp16 or bf16.")] = "fp32",
+    precision: PrecisionOpt = "fp32",
     baseline: Annotated[
         str | None, typer.Option(help="'compile': also time torch.compile of the reference.")
     ] = None,
@@ -376,7 +385,7 @@ def eval_cmd(
     ] = False,
     strict: StrictOpt = True,
     sandbox: SandboxOpt = True,
-    stage_limits: LimitsOpt = None,
+    stage_limits: LimitsOpt = DEFAULT_LIMITS,
     dataset: DatasetOpt = None,
 ) -> None:
     """Build, check and time one candidate against its reference in an isolated child process.
@@ -389,13 +398,10 @@ def eval_cmd(
         raise UsageError(f"no such candidate file: {str(candidate)!r}")
     if baseline not in (None, "compile"):
         raise UsageError(f"unknown --baseline {baseline!r}; the only baseline is 'compile'")
-    from kb_agent.evaluator import EvalSettings, evaluate
+    from kb_agent.evaluator import evaluate
 
-    try:
-        settings = EvalSettings(backend=backend, device=device, precision=precision, strict=strict, sandbox=sandbox,
-                                baseline_compile=baseline == "compile", limits=_limits(stage_limits))  # fmt: skip
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+    settings = _settings(backend=backend, device=device, precision=precision, strict=strict, sandbox=sandbox,
+                         baseline_compile=baseline == "compile", limits=stage_limits)  # fmt: skip
     if settings.baseline_compile and settings.device == "cpu":
         raise UsageError("--baseline compile times torch.compile on the GPU; drop it with --device cpu")
     require_cuda(settings.device, "pass --device cpu (Triton candidates run under the interpreter)")
@@ -415,107 +421,134 @@ def eval_cmd(
         out.print(eval_summary(result))
 
 
-@app.command("solve")
+# the options `solve --resume RUN` applies; any other one given beside it is refused (`_refuse_beside_resume`)
+RESUME_APPLIES = ("resume_run", "api_base", "db", "dataset")
+
+
+@app.command("solve", cls=_Command)
 def solve_cmd(
+    ctx: typer.Context,
     problem: Annotated[
         str | None,
-        typer.Option("--problem", "-p", help="2/40, a level, 1/1-10,95, 1/37,2/9-12, toy/relu or a path."),
+        typer.Option(
+            "--problem",
+            "-p",
+            help="2/40, a level, 1/1-10,95, 1/37,2/9-12, toy/relu or a path. Required, unless --resume.",
+            show_default=False,
+        ),
     ] = None,
-    turns: Annotated[int, typer.Option(help="K: turns (model calls) per trajectory.")] = 5,
     model: Annotated[
         str | None,
-        typer.Option(help="A litellm model string: openai/…, anthropic/…, ollama/…, hosted_vllm/…."),
+        typer.Option(
+            help="scripted/demo (built in: no key, no server), or a litellm model string: openai/…, "
+            "anthropic/…, ollama/…, hosted_vllm/…. Required, unless --resume.",
+            show_default=False,
+        ),
     ] = None,
-    api_base: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
-    backend: Annotated[str, typer.Option(help="cuda (load_inline) or triton.")] = "cuda",
+    turns: Annotated[int, typer.Option(min=1, help="K: turns (model calls) per trajectory.")] = 5,
+    api_base: Annotated[
+        str | None,
+        typer.Option(help="Base URL of an OpenAI-compatible server.", show_default="the provider's"),
+    ] = None,
+    backend: Annotated[
+        str | None,
+        typer.Option(
+            help="cuda (load_inline) or triton: the kernels the model is asked for.",
+            show_default="cuda; triton with --device cpu",
+        ),
+    ] = None,
     device: Annotated[
         str, typer.Option(help="cuda, or cpu for dry runs (Triton under the interpreter).")
     ] = "cuda",
-    precision: Annotated[str, typer.Option(help="fp32, fp16 or bf16.")] = "fp32",
+    precision: PrecisionOpt = "fp32",
     temperature: Annotated[
-        float | None, typer.Option(help="Sampling temperature (provider default if unset).")
+        float | None, typer.Option(min=0, max=2, help="Sampling temperature.", show_default="the provider's")
     ] = None,
-    max_tokens: Annotated[int, typer.Option(help="Most completion tokens per reply.")] = 8192,
+    max_tokens: Annotated[int, typer.Option(min=1, help="Most completion tokens per reply.")] = 8192,
     reasoning_effort: Annotated[
-        str | None, typer.Option(help="Passed through to reasoning models (low, medium, high).")
+        str | None,
+        typer.Option(help="minimal, low, medium or high, for reasoning models.", show_default="not sent"),
     ] = None,
-    samples: Annotated[int, typer.Option(help="Independent trajectories per problem.")] = 1,
+    samples: Annotated[int, typer.Option(min=1, help="Independent trajectories per problem.")] = 1,
     context: Annotated[
         str, typer.Option(help="full (whole conversation) or last (first prompt + last turn).")
     ] = "full",
-    token_budget: Annotated[int | None, typer.Option(help="Most tokens per trajectory.")] = None,
-    cost_budget: Annotated[float | None, typer.Option(help="Most US dollars for the whole run.")] = None,
-    run_name: Annotated[str | None, typer.Option(help="A unique, readable name for the run.")] = None,
+    token_budget: Annotated[
+        int | None, typer.Option(min=1, help="Most tokens per trajectory.", show_default="no limit")
+    ] = None,
+    cost_budget: Annotated[
+        float | None, typer.Option(min=0, help="Most US dollars for the whole run.", show_default="no limit")
+    ] = None,
+    run_name: Annotated[
+        str | None,
+        typer.Option(help="A unique, readable name for the run.", show_default="from the model and the time"),
+    ] = None,
     resume_run: Annotated[
-        str | None, typer.Option("--resume", help="Continue this run (id or name) where it stopped.")
+        str | None,
+        typer.Option(
+            "--resume",
+            metavar="RUN",
+            help="Continue this run (id or name) where it stopped, with its stored settings; only --api-base, "
+            "--db and --dataset may be given beside it.",
+            show_default=False,
+        ),
     ] = None,
     strict: StrictOpt = True,
     sandbox: SandboxOpt = True,
-    stage_limits: LimitsOpt = None,
-    db: DbOpt = None,
+    stage_limits: LimitsOpt = DEFAULT_LIMITS,
+    db: DbOpt = DEFAULT_DB,
     dataset: DatasetOpt = None,
 ) -> None:
     """The main job: K turns of problem -> LLM -> kernel -> evaluation -> feedback, every turn logged."""
-    from kb_agent.agent.llm import LiteLLMModel, LLMConfig
-    from kb_agent.agent.loop import SolveConfig, resume, solve
-    from kb_agent.agent.progress import TurnPrinter
-    from kb_agent.agent.store import Store
-    from kb_agent.evaluator import EvalSettings, LocalEvaluator
-    from kb_agent.problems import resolve
+    from functools import partial
 
-    store = Store(db)
+    from kb_agent.agent import job
+    from kb_agent.agent.llm import LLMConfig
+    from kb_agent.agent.loop import SolveConfig
+    from kb_agent.agent.progress import TurnPrinter
+
     if resume_run:
-        run = store.get_run(resume_run)
-        config = SolveConfig.from_dict(run["config"] or {})
-        llm = dict(run["config"].get("llm") or {})
-        llm_config = LLMConfig(**{k: v for k, v in llm.items() if k in LLMConfig.__dataclass_fields__})
-        if model:
-            llm_config.model = model
-        if api_base:
-            llm_config.api_base = api_base
-        problems_todo = None
+        _refuse_beside_resume(ctx)
+        run = partial(job.resume_run, resume_run, store=db, api_base=api_base)
     else:
         if not problem or not model:
             raise UsageError("solve needs --problem and --model (or --resume RUN)")
-        if temperature is not None and not 0 <= temperature <= 2:
-            raise UsageError(f"--temperature {temperature} is outside 0..2")
-        if max_tokens < 1:
-            raise UsageError(f"--max-tokens must be 1 or more, got {max_tokens}")
-        if reasoning_effort is not None and reasoning_effort not in ("minimal", "low", "medium", "high"):
-            raise UsageError(f"--reasoning-effort {reasoning_effort!r}: choose minimal, low, medium or high")
         try:
-            config = SolveConfig(turns=turns, context=context, samples=samples, backend=backend,
-                                 precision=precision, device=device, strict=strict, sandbox=sandbox,
-                                 stage_limits=stage_limits,
-                                 token_budget=token_budget,
-                                 cost_budget_usd=cost_budget, run_name=run_name)  # fmt: skip
+            config = SolveConfig(turns=turns, context=context, samples=samples, precision=precision, device=device,
+                                 backend=backend or ("triton" if device == "cpu" else "cuda"),
+                                 strict=strict, sandbox=sandbox, stage_limits=stage_limits,
+                                 token_budget=token_budget, cost_budget_usd=cost_budget, run_name=run_name)  # fmt: skip
+            llm = LLMConfig(model=model, api_base=api_base, temperature=temperature, max_tokens=max_tokens,
+                            reasoning_effort=reasoning_effort)  # fmt: skip
         except ValueError as e:
             raise UsageError(str(e)) from None
-        llm_config = LLMConfig(model=model, api_base=api_base, temperature=temperature, max_tokens=max_tokens,
-                               reasoning_effort=reasoning_effort)  # fmt: skip
-        problems_todo = resolve(problem, dataset)
-    try:
-        settings = EvalSettings(backend=config.backend, device=config.device, precision=config.precision,
-                                strict=config.strict, sandbox=config.sandbox,
-                                limits=_limits(config.stage_limits))  # fmt: skip
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    require_cuda(settings.device, "run on a GPU machine, or pass --device cpu --backend triton")
-    lm = LiteLLMModel(llm_config)  # raises MissingKeyError (one line) before any request
-    evaluator = LocalEvaluator(settings)
+        run = partial(job.start, problem, config, llm, dataset=dataset, store=db)
     # Ctrl-C or a plain `kill` ends the run cleanly: the trajectory in flight is recorded as interrupted
     hint = "; `kb-agent runs list` shows the run, `kb-agent solve --resume RUN` continues it"
-    with _interruptible(hint), TurnPrinter(out, total_turns=config.turns) as printer:
-        if resume_run:
-            run_id = resume(resume_run, lm, evaluator, store, on_turn=printer)
-        else:
-            printer.expect(len(problems_todo) * config.samples)
-            run_id = solve(problems_todo, config, lm, evaluator, store, on_turn=printer)
+    with _interruptible(hint), TurnPrinter(out) as printer:
+        run_id = run(on_turn=printer, on_start=printer.start)
     out.print(f"run {run_id} finished; `kb-agent report {run_id}` for fast_p", highlight=False)
 
 
+def _refuse_beside_resume(ctx: typer.Context) -> None:
+    """UsageError naming the options given on the command line that `--resume` cannot apply: a run keeps
+    the settings it started with (its trajectories are compared with one another)."""
+    given = []
+    for p in ctx.command.params:
+        source = ctx.get_parameter_source(p.name)
+        if p.name not in RESUME_APPLIES and source is not None and source.name == "COMMANDLINE":
+            value = ctx.params.get(p.name)
+            given.append(p.secondary_opts[0] if value is False and p.secondary_opts else p.opts[0])
+    if given:
+        raise UsageError(
+            f"--resume continues a run with the settings it started with; drop {', '.join(given)} "
+            "(or start a new run to change them)"
+        )
+
+
 def main() -> None:
-    """Console-script entry point: run the app, turning expected errors into one line and exit code 2."""
+    """Console-script entry point: run the app, turning expected errors (`KBAgentError`) into one line
+    and their exit code (2)."""
     try:
         app()
     except SystemExit:  # how every command ends: nothing to look up (and no import for a late signal to hit)
@@ -523,11 +556,15 @@ def main() -> None:
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(130)
-    except Exception as e:
-        if not isinstance(e, _expected_errors()):
-            raise
-        err.print(f"[bold red]error:[/] {e}", highlight=False)
-        sys.exit(2)
+    except KBAgentError as e:
+        from rich.markup import escape
+
+        err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)
+        sys.exit(e.exit_code)
 
 
-__all__ = ["app", "main", "Path"]
+if __name__ == "__main__":
+    main()
+
+
+__all__ = ["app", "main"]

@@ -1,9 +1,11 @@
-"""The LLM client: one thin layer over `litellm.completion`, and a scripted fake.
+"""The LLM client: the `LLM` protocol the agent loop calls, one thin layer over `litellm.completion`,
+and a scripted fake.
 
 `LiteLLMModel(LLMConfig(model="anthropic/claude-sonnet-4-5")).complete(messages)` returns an `LLMReply`
 with the text, tokens, cost and latency of the call. Any litellm model string works (`openai/...`,
 `anthropic/...`, `ollama/...`, `hosted_vllm/...`); `api_base` points it at a local OpenAI-compatible
-server (then no key is needed).
+server (then no key is needed). `model_for(config)` builds the `LLM` a config names: a built-in
+scripted model for `scripted/NAME` (`scripted/demo`: no key, no server), else a `LiteLLMModel`.
 
 Importing this module does not import litellm or touch the network: litellm loads on the first
 `LiteLLMModel`, `context_window` or `fit_messages` call, with its offline model-price map.
@@ -25,8 +27,10 @@ import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from importlib.resources import files
 from typing import Any, Protocol, runtime_checkable
 
+from kb_agent.problems.errors import KBAgentError
 from tenacity import (
     RetryCallState,
     Retrying,
@@ -39,9 +43,11 @@ log = logging.getLogger(__name__)
 
 # the api key sent to a local server (api_base given) when the provider's env var is not set
 DUMMY_API_KEY = "sk-no-key-needed"
+REASONING_EFFORTS = ("minimal", "low", "medium", "high")
+SCRIPTED_PREFIX = "scripted/"  # `scripted/demo`: a built-in scripted model (`model_for`)
 
 
-class LLMError(Exception):
+class LLMError(KBAgentError):
     """A model call failed for good (after retries, or at once when retrying cannot help).
 
     The message is one line. `attempts` counts requests made; `retries` lists what each failed
@@ -99,6 +105,20 @@ class LLMConfig:
     extra: dict[str, Any] = field(default_factory=dict)
     """More keyword arguments for `litellm.completion`, passed as they are (e.g. `{"top_p": 0.95}`)."""
 
+    def __post_init__(self) -> None:
+        """Raises ValueError (one line) for a sampling setting no provider accepts."""
+        if not self.model:
+            raise ValueError("the model string is empty; give one such as openai/gpt-4o or scripted/demo")
+        if self.temperature is not None and not 0 <= self.temperature <= 2:
+            raise ValueError(f"temperature {self.temperature} is outside 0..2")
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be 1 or more, got {self.max_tokens}")
+        if self.reasoning_effort is not None and self.reasoning_effort not in REASONING_EFFORTS:
+            raise ValueError(
+                f"reasoning effort {self.reasoning_effort!r}: choose {', '.join(REASONING_EFFORTS[:-1])} "
+                f"or {REASONING_EFFORTS[-1]}"
+            )
+
 
 @dataclass
 class LLMReply:
@@ -128,8 +148,8 @@ class LLMReply:
 
 
 @runtime_checkable
-class Model(Protocol):
-    """What the agent loop needs from a model."""
+class LLM(Protocol):
+    """What the agent loop needs from a language model (`LiteLLMModel`, `ScriptedModel`)."""
 
     name: str
 
@@ -230,7 +250,7 @@ def retry_after_s(exc: BaseException) -> float | None:
 
 
 class LiteLLMModel:
-    """`Model` over `litellm.completion`. Checks the API key on construction (MissingKeyError).
+    """`LLM` over `litellm.completion`. Checks the API key on construction (MissingKeyError).
 
     `sleep` is the function used to wait between retries (tests pass a recorder).
     """
@@ -320,6 +340,8 @@ class LiteLLMModel:
                 retries=retries,
             ) from e
         reply = self._to_reply(resp, latency_s=time.monotonic() - t_start)
+        if c.api_base:  # where the reply came from (a resumed run may be pointed at another server)
+            reply.extra["api_base"] = c.api_base
         reply.extra.update(
             attempts=attempts,
             retries=retries,
@@ -431,21 +453,37 @@ def fit_messages(messages: list[dict], model: str, max_tokens: int, keep_first: 
 
 # -- the fake -------------------------------------------------------------------------------------------
 class ScriptedModel:
-    """A `Model` that replays `replies` in order: strings become replies, `LLMReply`s are returned as
-    they are, exceptions are raised (an `LLMError` ends a trajectory as a model error).
+    """An `LLM` that replays `replies`: strings become replies, `LLMReply`s are returned as they are,
+    exceptions are raised (an `LLMError` ends a trajectory as a model error).
+
+    In call order by default; with `by_turn`, each conversation gets reply N+1 when it holds N
+    assistant messages, so every trajectory of a run (and a resumed one, whose conversation is
+    rebuilt from the store) walks the same script from its first reply. Under the "last" context
+    policy a conversation shows at most one earlier reply, so from turn 3 on it gets reply 2 again.
 
     `calls` records a copy of the messages of every call. Raises LLMError when the script runs out.
     """
 
-    def __init__(self, replies: Iterable[str | LLMReply | BaseException], name: str = "scripted"):
+    def __init__(
+        self,
+        replies: Iterable[str | LLMReply | BaseException],
+        name: str = "scripted",
+        *,
+        by_turn: bool = False,
+    ):
         self.replies = list(replies)
         self.name = name
+        self.by_turn = by_turn
+        self.config = LLMConfig(model=name)  # what the run records, and what `model_for` rebuilds
         self.calls: list[list[dict]] = []
 
     def complete(self, messages: list[dict]) -> LLMReply:
         """The next scripted reply (tokens estimated at 4 characters each, cost 0)."""
         self.calls.append([dict(m) for m in messages])
-        i = len(self.calls) - 1
+        if self.by_turn:
+            i = sum(m.get("role") == "assistant" for m in messages)
+        else:
+            i = len(self.calls) - 1
         if i >= len(self.replies):
             raise LLMError(f"{self.name}: script exhausted after {len(self.replies)} replies", attempts=1)
         item = self.replies[i]
@@ -466,19 +504,59 @@ class ScriptedModel:
         )
 
 
+def builtin_scripts() -> list[str]:
+    """Names of the scripts shipped with kb-agent (package data in `agent/scripted/NAME/N.md`)."""
+    root = files("kb_agent.agent").joinpath("scripted")
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("_"))
+
+
+def scripted_model(name: str) -> ScriptedModel:
+    """The built-in scripted model `scripted/NAME`: replies `1.md`, `2.md`, ... of `agent/scripted/NAME`,
+    one per turn of every trajectory (`by_turn`). `demo` holds three Triton replies written for
+    toy/relu: a compile error, a wrong result, a correct kernel.
+
+    Raises LLMError (one line, naming the scripts there are) for an unknown name.
+    """
+    name = name.removeprefix(SCRIPTED_PREFIX)
+    if name not in builtin_scripts():
+        raise LLMError(
+            f"unknown scripted model {SCRIPTED_PREFIX}{name}; built in: "
+            + ", ".join(SCRIPTED_PREFIX + n for n in builtin_scripts())
+        )
+    folder = files("kb_agent.agent").joinpath("scripted", name)
+    paths = sorted((p for p in folder.iterdir() if p.name.endswith(".md")), key=lambda p: int(p.name[:-3]))
+    return ScriptedModel([p.read_text(encoding="utf-8") for p in paths], SCRIPTED_PREFIX + name, by_turn=True)
+
+
+def model_for(config: LLMConfig, **kwargs: Any) -> LLM:
+    """The `LLM` that `config.model` names: `scripted_model` for `scripted/NAME`, else
+    `LiteLLMModel(config, **kwargs)` (which checks the API key: MissingKeyError before any request).
+
+    Raises LLMError for an unknown scripted model or a missing key.
+    """
+    if config.model.startswith(SCRIPTED_PREFIX):
+        return scripted_model(config.model)
+    return LiteLLMModel(config, **kwargs)
+
+
 __all__ = [
     "DUMMY_API_KEY",
+    "LLM",
     "LLMConfig",
     "LLMError",
     "LLMReply",
     "LiteLLMModel",
     "MalformedResponseError",
     "MissingKeyError",
-    "Model",
+    "REASONING_EFFORTS",
+    "SCRIPTED_PREFIX",
     "ScriptedModel",
+    "builtin_scripts",
     "context_window",
     "fit_messages",
+    "model_for",
     "required_env_vars",
     "resolve_api_key",
     "retry_after_s",
+    "scripted_model",
 ]

@@ -18,8 +18,9 @@ Every trajectory ends with a named outcome, written in a `finally`: `turn_budget
 stored but not evaluated is evaluated without asking the model again; a turn cut off before the reply
 arrived is asked again; finished trajectories are left alone.
 
-The model, the evaluator and the store are passed in; the fakes (`agent.llm.ScriptedModel`,
-`evaluator.fake.ScriptedEvaluator`) make a dry run.
+The model (an `agent.llm.LLM`), the evaluator and the store are passed in; the fakes
+(`agent.llm.ScriptedModel`, `evaluator.fake.ScriptedEvaluator`) make a dry run. `agent.job` builds them
+from configs (the stored ones, to resume) for the CLI and for Python callers.
 """
 
 from __future__ import annotations
@@ -32,10 +33,11 @@ from typing import Any
 
 from kb_agent.agent.extract import extract_code
 from kb_agent.agent.feedback import feedback_for, initial_messages
-from kb_agent.agent.llm import LLMError, LLMReply, Model
+from kb_agent.agent.llm import LLM, LLMError, LLMReply
 from kb_agent.agent.store import Store, StoreError, running_elsewhere
 from kb_agent.evaluator import Evaluator
 from kb_agent.evaluator.result import EvalResult
+from kb_agent.evaluator.settings import EvalSettings, StageLimits
 from kb_agent.problems import Problem
 
 log = logging.getLogger(__name__)
@@ -92,6 +94,17 @@ class SolveConfig:
             raise ValueError(f"unknown context {self.context!r}; choose one of {', '.join(CONTEXTS)}")
         if self.backend not in BACKENDS:
             raise ValueError(f"unknown backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
+        self.eval_settings()  # precision, device and stage limits: ValueError now, not at the first turn
+
+    def eval_settings(self) -> EvalSettings:
+        """The evaluator settings this config implies (backend, device, precision, strict, sandbox,
+        stage limits; KernelBench's defaults for the rest). Raises ValueError for a bad value."""
+        try:
+            limits = StageLimits.parse(self.stage_limits) if self.stage_limits else StageLimits()
+        except ValueError as e:
+            raise ValueError(f"stage limits: {e}") from None
+        return EvalSettings(backend=self.backend, device=self.device, precision=self.precision,
+                            strict=self.strict, sandbox=self.sandbox, limits=limits)  # fmt: skip
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SolveConfig:
@@ -118,15 +131,19 @@ class TurnEvent:
 
 
 OnTurn = Callable[[TurnEvent], None]
+OnStart = Callable[[int, int], None]
+"""Called once before the first turn with the number of trajectories about to run and the turns (K) of
+each, for a progress bar."""
 
 
 def solve(
     problems: Iterable[Problem],
     config: SolveConfig,
-    model: Model,
+    model: LLM,
     evaluator: Evaluator,
     store: Store,
     on_turn: OnTurn | None = None,
+    on_start: OnStart | None = None,
 ) -> str:
     """Run the loop over `problems` and return the run id.
 
@@ -141,16 +158,17 @@ def solve(
     run_id = store.create_run(config.run_name, run_config, model.name, config.backend, config.precision)
     jobs = [(store.create_trajectory(run_id, p, s), p, s) for p in problems for s in range(config.samples)]
     log.info("run %s: %d problems x %d samples with %s", run_id, len(problems), config.samples, model.name)
-    _run(_Run(run_id, config, model, evaluator, store, on_turn), jobs)
+    _run(_Run(run_id, config, model, evaluator, store, on_turn, on_start), jobs)
     return run_id
 
 
 def resume(
     run_ref: str,
-    model: Model,
+    model: LLM,
     evaluator: Evaluator,
     store: Store,
     on_turn: OnTurn | None = None,
+    on_start: OnStart | None = None,
     *,
     retry_model_errors: bool = False,
 ) -> str:
@@ -171,7 +189,7 @@ def resume(
     todo.update({t["id"]: t for t in store.trajectories(run["id"]) if t["outcome"] in retry})
     jobs = [(t["id"], store.problem_of(t), t["sample"]) for t in sorted(todo.values(), key=lambda t: t["id"])]
     log.info("run %s: resuming %d trajectories", run["id"], len(jobs))
-    ctx = _Run(run["id"], config, model, evaluator, store, on_turn)
+    ctx = _Run(run["id"], config, model, evaluator, store, on_turn, on_start)
     ctx.cost_usd = sum(t["cost_usd"] or 0.0 for t in store.turn_summaries(run["id"]))
     ctx.hardware_recorded = bool(run.get("gpu"))
     store.set_run_status(run["id"], "running")
@@ -190,10 +208,11 @@ class _Run:
 
     run_id: str
     config: SolveConfig
-    model: Model
+    model: LLM
     evaluator: Evaluator
     store: Store
     on_turn: OnTurn | None
+    on_start: OnStart | None = None
     cost_usd: float = 0.0
     hardware_recorded: bool = False
     replies: int = 0  # model replies received in this session of the run
@@ -202,6 +221,8 @@ class _Run:
 def _run(ctx: _Run, jobs: Sequence[tuple[int, Problem, int]]) -> None:
     status = "failed"
     try:
+        if ctx.on_start is not None:
+            ctx.on_start(len(jobs), ctx.config.turns)
         for traj_id, problem, sample in jobs:
             run_trajectory(ctx, traj_id, problem, sample)
         status = "finished"
@@ -376,7 +397,7 @@ def _record_hardware(ctx: _Run, result: EvalResult | None) -> None:
     ctx.hardware_recorded = True
 
 
-def _llm_settings(model: Model) -> dict[str, Any]:
+def _llm_settings(model: LLM) -> dict[str, Any]:
     """The model's settings for the run record, without its API key."""
     config = getattr(model, "config", None)
     settings = dataclasses.asdict(config) if dataclasses.is_dataclass(config) else {}
@@ -400,4 +421,4 @@ def _detect_target(config: SolveConfig) -> dict[str, str]:
     return {"gpu_name": config.gpu_name or "an NVIDIA GPU", "arch": config.arch or "unknown"}
 
 
-__all__ = ["CONTEXTS", "OnTurn", "SolveConfig", "TurnEvent", "resume", "run_trajectory", "solve"]
+__all__ = ["CONTEXTS", "OnStart", "OnTurn", "SolveConfig", "TurnEvent", "resume", "run_trajectory", "solve"]

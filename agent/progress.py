@@ -10,9 +10,10 @@ _STYLE = {"correct": "green", "incorrect": "yellow", "timeout": "magenta", "no_c
 
 
 class TurnPrinter:
-    """The `on_turn` callback of the loop: prints `L2/40 s0 turn 3/5 correct 1.42x` and advances the bar."""
+    """The loop's `on_turn` callback (prints `2/40 sample 0 turn 3/5 correct 1.42x` and advances the bar)
+    and its `on_start` (`start`: sets the bar's length)."""
 
-    def __init__(self, console: Console, total_turns: int):
+    def __init__(self, console: Console, total_turns: int | None = None):
         self.console = console
         self.total_turns = total_turns
         self.progress = Progress(
@@ -22,27 +23,33 @@ class TurnPrinter:
             TimeElapsedColumn(),
             console=console,
             transient=True,
+            disable=not console.is_terminal,  # piped: the turn lines alone
         )
         self.task = None
 
     def __enter__(self) -> TurnPrinter:
-        self.progress.__enter__()
-        self.task = self.progress.add_task("turns", total=None)
         return self
 
     def __exit__(self, *exc) -> None:
-        self.progress.__exit__(*exc)
+        if self.task is not None:
+            self.progress.__exit__(*exc)
 
-    def expect(self, trajectories: int) -> None:
-        """Set the bar's total to the most turns `trajectories` trajectories can take."""
-        self.progress.update(self.task, total=trajectories * self.total_turns)
+    def start(self, trajectories: int, turns: int) -> None:
+        """`trajectories` are about to run, `turns` (K) at most each: the bar appears, its total their
+        product. Before this call (a run refused for bad input) nothing is drawn."""
+        self.total_turns = turns
+        if self.task is None:
+            self.progress.__enter__()
+            self.task = self.progress.add_task("turns", total=None)
+        self.progress.update(self.task, total=trajectories * turns)
 
     def __call__(self, e: TurnEvent) -> None:
         speed = f" {e.speedup:.2f}x" if e.speedup is not None else ""
         tokens = f"  tokens {e.tokens_in or 0}+{e.tokens_out or 0}" if e.tokens_in is not None else ""
         style = _STYLE.get(e.status, "red")
         self.progress.console.print(
-            f"{e.problem} sample {e.sample} turn {e.idx}/{self.total_turns} [{style}]{e.status}[/]{speed}{tokens}",
+            f"{e.problem} sample {e.sample} turn {e.idx}/{self.total_turns or '?'} [{style}]{e.status}[/]{speed}{tokens}",
             highlight=False,
         )
-        self.progress.update(self.task, advance=1, description=f"{e.problem} turn {e.idx}")
+        if self.task is not None:
+            self.progress.update(self.task, advance=1, description=f"{e.problem} turn {e.idx}")

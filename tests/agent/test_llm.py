@@ -3,6 +3,7 @@ litellm for the client; importing it costs a few seconds)."""
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from kb_agent.agent.fakeserver import (
@@ -16,17 +17,18 @@ from kb_agent.agent.fakeserver import (
 )
 from kb_agent.agent.llm import (
     DUMMY_API_KEY,
+    LLM,
     LiteLLMModel,
     LLMConfig,
     LLMError,
     LLMReply,
     MissingKeyError,
-    Model,
     ScriptedModel,
     context_window,
     fit_messages,
 )
 
+ROOT = Path(__file__).resolve().parents[2]
 MSGS = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "write a kernel"}]
 
 
@@ -46,7 +48,7 @@ def model_for(srv, model="openai/scripted", **kw) -> tuple[LiteLLMModel, Sleeps]
 
 
 def test_importing_the_module_does_not_import_litellm():
-    code = "import sys, agent.llm, agent; print('litellm' in sys.modules)"
+    code = "import sys, kb_agent.agent.llm, kb_agent.agent; print('litellm' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
 
@@ -54,7 +56,7 @@ def test_importing_the_module_does_not_import_litellm():
 def test_openai_path_reply_fields(fake_llm):
     fake_llm.add(reply("```python\nclass ModelNew: pass\n```", tokens_in=120, tokens_out=30))
     m, _ = model_for(fake_llm, temperature=0.3, max_tokens=777)
-    assert isinstance(m, Model)
+    assert isinstance(m, LLM)
     r = m.complete(MSGS)
     assert r.text.startswith("```python") and r.finish_reason == "stop"
     assert (r.tokens_in, r.tokens_out) == (120, 30)
@@ -217,7 +219,7 @@ def test_scripted_model_replays_and_raises():
     err = LLMError("boom")
     canned = LLMReply(text="as is", tokens_in=1, tokens_out=2)
     m = ScriptedModel(["one", canned, err])
-    assert isinstance(m, Model)
+    assert isinstance(m, LLM)
     r = m.complete(MSGS)
     assert r.text == "one" and r.tokens_in > 0 and r.cost_usd == 0.0
     assert m.complete(MSGS) is canned
@@ -273,3 +275,59 @@ def test_the_loop_through_litellm_and_the_fake_server(fake_llm, tmp_path, monkey
         and "class ModelNew" in bodies[3]["messages"][5]["content"]
     )
     assert "sk-secret" not in str(run["config"]) and run["config"]["llm"]["model"] == "openai/whatever"
+
+
+def test_the_builtin_scripted_model_answers_each_turn_of_every_conversation():
+    from kb_agent.agent.llm import builtin_scripts, model_for, scripted_model
+
+    demo = sorted((ROOT / "agent" / "scripted" / "demo").glob("*.md"))
+    assert "demo" in builtin_scripts() and len(demo) == 3
+    m = model_for(LLMConfig(model="scripted/demo"))
+    assert isinstance(m, ScriptedModel) and isinstance(m, LLM) and m.name == "scripted/demo"
+    assert m.replies == [p.read_text() for p in demo]
+    assert m.config.model == "scripted/demo"  # what a run records, so that a resume rebuilds it
+    # reply N+1 to a conversation holding N replies: two trajectories (or a resumed one) each start at 1
+    turn2 = [*MSGS, {"role": "assistant", "content": "r1"}, {"role": "user", "content": "feedback"}]
+    assert [m.complete(c).text for c in (MSGS, turn2, MSGS)] == [demo[0].read_text(), demo[1].read_text(), demo[0].read_text()]  # fmt: skip
+    three = turn2 + [{"role": "assistant", "content": "r2"}, {"role": "user", "content": "f"}] * 2
+    with pytest.raises(LLMError, match="script exhausted after 3 replies"):
+        m.complete(three)
+    with pytest.raises(LLMError, match=r"unknown scripted model scripted/nope; built in: scripted/demo"):
+        scripted_model("nope")
+
+
+def test_the_demo_script_ships_as_package_data():
+    tomllib = pytest.importorskip("tomllib")
+    from fnmatch import fnmatch
+
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    globs = data["kb_agent.agent"]
+    for path in (ROOT / "agent" / "scripted").rglob("*.md"):
+        rel = path.relative_to(ROOT / "agent").as_posix()
+        assert any(fnmatch(rel, g) for g in globs), f"{rel} is not package data"
+
+
+def test_model_for_a_litellm_string_is_the_litellm_client(fake_llm):
+    from kb_agent.agent.llm import model_for
+
+    m = model_for(LLMConfig(model="openai/local", api_base=fake_llm.openai_base))
+    assert isinstance(m, LiteLLMModel)
+    fake_llm.add("hi")
+    assert m.complete(MSGS).extra["api_base"] == fake_llm.openai_base  # the server that answered
+
+
+def test_config_refuses_sampling_settings_no_provider_accepts():
+    for bad, words in (
+        ({"temperature": 2.5}, "outside 0..2"),
+        ({"max_tokens": 0}, "max_tokens must be 1 or more"),
+        ({"reasoning_effort": "extreme"}, "choose minimal, low, medium or high"),
+        ({"model": ""}, "model string is empty"),
+    ):
+        with pytest.raises(ValueError, match=words):
+            LLMConfig(**{"model": "openai/x", **bad})
+
+
+def test_llm_errors_are_expected_errors():
+    from kb_agent.problems.errors import KBAgentError
+
+    assert issubclass(MissingKeyError, KBAgentError) and LLMError("x").exit_code == 2

@@ -325,3 +325,26 @@ def test_retime_best_off_or_no_correct_turn_retimes_nothing(store):
     evaluator = RetimingEvaluator([canned("incorrect")], [canned("correct", 1.4)])
     solve([RELU], cfg(turns=1), ScriptedModel([code("a")]), evaluator, store)
     assert evaluator.retime_calls == []
+
+
+def test_on_start_gets_the_trajectories_and_turns_before_the_first_turn(store):
+    seen = []
+    model = ScriptedModel([code("a")] * 4)
+    on_turn = lambda e: seen.append(("turn", e.idx))  # noqa: E731
+    solve([RELU, VADD], cfg(turns=2, samples=1), model, ScriptedEvaluator([canned("incorrect")]), store,
+          on_turn=on_turn, on_start=lambda n, k: seen.append(("start", n, k)))  # fmt: skip
+    assert seen[0] == ("start", 2, 2) and seen.count(("turn", 1)) == 2 and len(seen) == 5
+
+
+def test_config_refuses_bad_evaluation_settings_and_maps_them():
+    for bad, words in (
+        ({"stage_limits": "bild=3"}, "stage limits: unknown stage 'bild'"),
+        ({"precision": "fp8"}, "unknown precision"),
+        ({"device": "tpu"}, "unknown device"),
+    ):
+        with pytest.raises(ValueError, match=words):
+            SolveConfig(**bad)
+    s = SolveConfig(backend="triton", device="cpu", precision="bf16", strict=False, sandbox=False,
+                    stage_limits="build=7").eval_settings()  # fmt: skip
+    assert (s.backend, s.device, s.precision, s.strict, s.sandbox) == ("triton", "cpu", "bf16", False, False)
+    assert s.limits.build_s == 7 and s.limits.timing_s == SolveConfig().eval_settings().limits.timing_s

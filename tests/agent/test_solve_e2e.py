@@ -1,5 +1,6 @@
 """The whole loop on the CPU, through litellm and a local OpenAI-compatible server (no HTTP mocking),
-with Triton candidates evaluated under the interpreter; and a run killed with a real signal, resumed."""
+with Triton candidates evaluated under the interpreter; a run killed with a real signal, resumed; and
+the README's main job with the built-in scripted model, as a new user on a fresh machine runs it."""
 
 import os
 import signal
@@ -8,14 +9,15 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from kb_agent.agent.fakeserver import slow
 from kb_agent.agent.metrics import P_VALUES
 from kb_agent.agent.report import build_report
 from kb_agent.agent.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
-REPLIES = sorted((ROOT / "tests" / "bench" / "dryrun_toy_relu").glob("*.md"))
-CLI = [sys.executable, "-c", "from agent.cli import main; main()"]
+REPLIES = sorted((ROOT / "agent" / "scripted" / "demo").glob("*.md"))  # the built-in scripted/demo
+CLI = [sys.executable, "-m", "kb_agent.agent.cli"]
 
 
 def _solve_args(base: str, db: Path, name: str, turns: int = 3) -> list[str]:
@@ -50,6 +52,7 @@ def test_three_turns_compile_error_incorrect_correct(fake_llm, tmp_path):
     assert got == {p: (int(s > p), 1) for p in P_VALUES}
 
 
+@pytest.mark.slow  # a CLI run SIGKILLed and resumed: three more evaluations
 def test_killed_run_resumes_without_losing_or_repeating_a_turn(fake_llm, tmp_path):
     first, second, third = (p.read_text() for p in REPLIES)
     fake_llm.add(first, slow(second, 60))  # turn 2's reply never arrives before the kill
@@ -74,3 +77,18 @@ def test_killed_run_resumes_without_losing_or_repeating_a_turn(fake_llm, tmp_pat
     assert [t["idx"] for t in turns] == [1, 2, 3]
     assert [t["status"] for t in turns] == ["compile_error", "incorrect", "correct"]
     assert len(fake_llm.requests) == 4  # turn 1 was not asked again; turn 2 was, since its reply never came
+
+
+@pytest.mark.slow
+def test_the_readme_main_job_needs_no_key_no_server_and_no_dataset(tmp_path):
+    env = {k: v for k, v in os.environ.items()
+           if not k.endswith(("_API_KEY", "_API_BASE")) and k not in ("KB_DB", "KB_DATASET")}  # fmt: skip
+    solve = [*CLI, *"solve --problem toy/relu --turns 3 --model scripted/demo --device cpu".split()]  # README
+    r = subprocess.run(solve, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = [line for line in r.stdout.splitlines() if line.startswith("toy/relu sample 0 turn")]
+    assert [line.split()[5] for line in lines] == ["compile_error", "incorrect", "correct"], r.stdout
+    assert (tmp_path / "runs" / "kb.sqlite").is_file()  # the default store, relative to the working directory
+    r = subprocess.run([*CLI, "report"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "model: scripted/demo  backend: triton" in r.stdout and "fast_0.0 = 1.000 (1/1)" in r.stdout

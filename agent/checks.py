@@ -1,0 +1,109 @@
+"""`problems check` as a library call: check many references for degeneracy, several at once.
+
+`check_problems(problems, settings, jobs=4, store=store)` runs `evaluator.runner.check_problem` (one
+isolated child per problem) on a thread pool, checks again alone, after the rest, each problem that ran
+out of memory beside the others, stores the findings and returns one result dict per problem. An
+interrupt (Ctrl-C, or SIGTERM turned into one) starts no queued check and kills the children of the
+running ones before it propagates.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from kb_agent.evaluator.settings import EvalSettings
+from kb_agent.problems import Problem
+
+log = logging.getLogger(__name__)
+
+CheckFn = Callable[[Problem, EvalSettings], dict[str, Any]]
+OnResult = Callable[[Problem, dict[str, Any]], None]
+
+# statuses of a check that ran to its end; an "error" or "timeout" must not replace a stored finding
+FINDING_STATUSES = ("ok", "flagged")
+
+
+def ran_out_of_memory(result: dict[str, Any]) -> bool:
+    """Whether a check failed for want of (GPU or host) memory, so that alone it may pass."""
+    return result.get("status") == "error" and str(result.get("message", "")).startswith("out of memory")
+
+
+def check_problems(
+    problems: Sequence[Problem],
+    settings: EvalSettings,
+    *,
+    jobs: int = 1,
+    store: Any | None = None,
+    on_result: OnResult | None = None,
+    check: CheckFn | None = None,
+) -> list[dict[str, Any]]:
+    """Check each of `problems` and return their results, in the order of `problems`.
+
+    Args:
+        settings: device, precision and stage limits of every check.
+        jobs: checks at once (threads, each waiting on its own child process); 1 or more.
+        store: a `Store`; results with a status in `FINDING_STATUSES` are recorded there
+            (`record_problem_check`) as they arrive.
+        on_result: called with (problem, result) as each result is final (a problem checked again
+            alone reports only its second result).
+        check: the function checking one problem; default `evaluator.runner.check_problem`, whose
+            result dict (status "ok", "flagged", "error" or "timeout", flags, message, seconds, ...)
+            is returned as it is.
+
+    Raises:
+        ValueError: `jobs` below 1.
+        KeyboardInterrupt: re-raised after the running checks' children are killed; what finished
+            before is stored.
+    """
+    if jobs < 1:
+        raise ValueError(f"jobs must be 1 or more, got {jobs}")
+    if check is None:
+        from kb_agent.evaluator.runner import check_problem as check
+    results: dict[int, dict[str, Any]] = {}
+
+    def finish(i: int, result: dict[str, Any]) -> None:
+        results[i] = result
+        if store is not None and result.get("status") in FINDING_STATUSES:
+            store.record_problem_check(result)
+        if on_result is not None:
+            on_result(problems[i], result)
+
+    retry: list[int] = []  # out of memory beside other checks: checked again alone at the end
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    try:
+        for i, result in enumerate(pool.map(lambda p: check(p, settings), problems)):
+            if jobs > 1 and ran_out_of_memory(result):
+                log.info(
+                    "%s ran out of memory beside other checks; it is checked again alone", problems[i].key
+                )
+                retry.append(i)
+            else:
+                finish(i, result)
+        for i in retry:
+            finish(i, check(problems[i], settings))
+    except BaseException:  # Ctrl-C or SIGTERM: no check is left running, none queued starts
+        pool.shutdown(wait=False, cancel_futures=True)
+        _kill_children_until_idle(pool)
+        raise
+    pool.shutdown()
+    return [results[i] for i in range(len(problems))]
+
+
+def _kill_children_until_idle(pool: ThreadPoolExecutor, seconds: float = 10.0) -> None:
+    """Kill the evaluation children of `pool`'s threads until its threads are done (a thread may be
+    starting a child as the others are killed)."""
+    from kb_agent.evaluator.runner import kill_live_children
+
+    deadline = time.monotonic() + seconds
+    while True:
+        kill_live_children()
+        if not any(t.is_alive() for t in getattr(pool, "_threads", ())) or time.monotonic() > deadline:
+            return
+        time.sleep(0.05)
+
+
+__all__ = ["FINDING_STATUSES", "check_problems", "ran_out_of_memory"]

@@ -1,0 +1,136 @@
+"""The main job from configs, as `kb-agent solve` runs it: build the model, the evaluator and the store
+a run needs, then start the run or resume a stopped one.
+
+    from kb_agent.agent.job import start, resume_run
+    from kb_agent.agent.llm import LLMConfig
+    from kb_agent.agent.loop import SolveConfig
+
+    run_id = start("toy/relu", SolveConfig(turns=3, device="cpu", backend="triton"),
+                   LLMConfig(model="scripted/demo"))
+    resume_run(run_id)          # a stopped run, with the model and settings it stored
+
+`agent.loop` takes the model, the evaluator and the store ready-made (tests pass fakes); this module
+makes them from a `SolveConfig` and an `LLMConfig`, or from what a run stored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from kb_agent.agent import loop
+from kb_agent.agent.llm import LLMConfig, model_for
+from kb_agent.agent.loop import OnStart, OnTurn, SolveConfig
+from kb_agent.agent.store import Store
+from kb_agent.evaluator import Evaluator, LocalEvaluator
+from kb_agent.evaluator.settings import EvalSettings
+from kb_agent.problems import Problem, resolve
+from kb_agent.problems.errors import UsageError
+
+log = logging.getLogger(__name__)
+
+StoreRef = Store | str | Path | None
+"""A `Store`, a path to its SQLite file, or None for the default (`$KB_DB`, else runs/kb.sqlite)."""
+
+
+def start(
+    problems: str | Iterable[Problem],
+    config: SolveConfig,
+    llm: LLMConfig,
+    *,
+    dataset: str | None = None,
+    store: StoreRef = None,
+    on_turn: OnTurn | None = None,
+    on_start: OnStart | None = None,
+    evaluator: Evaluator | None = None,
+) -> str:
+    """Run the main job on `problems` (a spec such as "2/40", "1/1-10" or "toy", or `Problem`s) and
+    return the run id. `dataset` is a local KernelBench folder for the spec (None: `$KB_DATASET`, else
+    the Hub). `evaluator` None evaluates as `config` says (`LocalEvaluator(config.eval_settings())`);
+    tests pass a `ScriptedEvaluator`.
+
+    Raises (all `KBAgentError`s, before the run is created): ProblemError for a bad spec, UsageError
+    for a CUDA device on a machine without one, LLMError for an unknown scripted model or a missing
+    API key. KeyboardInterrupt and model errors end the run as `agent.loop.solve` says.
+    """
+    todo = resolve(problems, dataset) if isinstance(problems, str) else list(problems)
+    if evaluator is None:
+        evaluator = LocalEvaluator(evaluator_settings(config))
+    model = model_for(llm)
+    with _opened(store) as s:
+        return loop.solve(todo, config, model, evaluator, s, on_turn=on_turn, on_start=on_start)
+
+
+def resume_run(
+    run_ref: str,
+    *,
+    store: StoreRef = None,
+    api_base: str | None = None,
+    on_turn: OnTurn | None = None,
+    on_start: OnStart | None = None,
+    retry_model_errors: bool = False,
+    evaluator: Evaluator | None = None,
+) -> str:
+    """Continue the stopped run `run_ref` (id or name) with the settings and the model it stored; return
+    its id. See `agent.loop.resume` for what is run again and what is not.
+
+    `api_base` points the run's model at another server (the same model, served elsewhere); each turn
+    records the server that answered it (`llm_json.api_base`). Everything else a run measures is fixed
+    when it starts.
+
+    `evaluator` as in `start`. Raises StoreError (unknown run, or one still running elsewhere),
+    UsageError and LLMError as `start` does.
+    """
+    with _opened(store) as s:
+        run = s.get_run(run_ref)
+        config = SolveConfig.from_dict(run["config"] or {})
+        llm = stored_llm_config(run)
+        if api_base:
+            log.info(
+                "run %s: model %s now served at %s (was %s)", run["id"], llm.model, api_base, llm.api_base
+            )
+            llm.api_base = api_base
+        model = model_for(llm)
+        if evaluator is None:
+            evaluator = LocalEvaluator(evaluator_settings(config))
+        return loop.resume(
+            run["id"], model, evaluator, s, on_turn, on_start, retry_model_errors=retry_model_errors
+        )
+
+
+def stored_llm_config(run: dict[str, Any]) -> LLMConfig:
+    """The `LLMConfig` a run started with (its stored `config["llm"]`, keys this version does not know
+    dropped); the API key was never stored, so it comes from the environment as at the start."""
+    llm = dict((run.get("config") or {}).get("llm") or {})
+    llm.setdefault("model", llm.get("name") or run.get("model") or "")
+    return LLMConfig(**{k: v for k, v in llm.items() if k in LLMConfig.__dataclass_fields__})
+
+
+def evaluator_settings(config: SolveConfig) -> EvalSettings:
+    """`config.eval_settings()`, refused (UsageError) for a CUDA device on a machine without CUDA."""
+    settings = config.eval_settings()
+    if settings.device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError("no CUDA device here; run on a GPU machine, or use the CPU (--device cpu)")
+    return settings
+
+
+@contextlib.contextmanager
+def _opened(store: StoreRef) -> Iterator[Store]:
+    """The Store given, or one opened here (and closed on the way out) from a path or None."""
+    if isinstance(store, Store):
+        yield store
+        return
+    opened = Store(store)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+__all__ = ["StoreRef", "evaluator_settings", "resume_run", "start", "stored_llm_config"]

@@ -1,0 +1,81 @@
+"""`agent.checks.check_problems`, the library behind `kb-agent problems check`, with a fake check
+function (the real one, a child per problem, is covered by tests/evaluator and test_interrupt)."""
+
+import threading
+import time
+
+import pytest
+from kb_agent.agent.checks import check_problems, ran_out_of_memory
+from kb_agent.evaluator.settings import EvalSettings
+from kb_agent.problems import resolve
+
+TOY = resolve("toy")
+SETTINGS = EvalSettings(device="cpu")
+
+
+def result(p, status="ok", message=""):
+    return {"key": p.key, "status": status, "message": message, "flags": [], "seconds": 0.0}
+
+
+class Recorder:
+    """A store that records what it is asked to record."""
+
+    def __init__(self):
+        self.recorded = []
+
+    def record_problem_check(self, c):
+        self.recorded.append(c["key"])
+
+
+class OutOfMemoryBesideOthers:
+    """Fails the first check of problem `victim` with out of memory, as a GPU shared with other checks
+    would; a check takes 50 ms, so `jobs` of them overlap."""
+
+    def __init__(self, victim):
+        self.victim, self.calls, self.lock = victim, [], threading.Lock()
+
+    def __call__(self, p, settings):
+        with self.lock:
+            self.calls.append(p.key)
+            first = self.calls.count(p.key) == 1
+        time.sleep(0.05)
+        if p.key == self.victim and first:
+            return result(p, "error", "out of memory on cuda:0 beside the other checks")
+        return result(p, "flagged" if p.key == TOY[0].key else "ok")
+
+
+def test_results_come_back_in_order_and_findings_are_stored():
+    store, seen = Recorder(), []
+    check = OutOfMemoryBesideOthers(victim=None)
+    out = check_problems(
+        TOY, SETTINGS, jobs=2, store=store, on_result=lambda p, c: seen.append(p.key), check=check
+    )
+    assert [c["key"] for c in out] == [p.key for p in TOY]
+    assert seen == [p.key for p in TOY] and sorted(store.recorded) == sorted(p.key for p in TOY)
+
+
+def test_out_of_memory_beside_others_is_checked_again_alone_at_the_end():
+    victim = TOY[1].key
+    store, seen = Recorder(), []
+    check = OutOfMemoryBesideOthers(victim)
+    out = check_problems(
+        TOY, SETTINGS, jobs=3, store=store, on_result=lambda p, c: seen.append(p.key), check=check
+    )
+    assert check.calls.count(victim) == 2 and check.calls[-1] == victim  # again, after all the others
+    assert [c["status"] for c in out][1] == "ok"  # the second result replaced the first
+    assert seen[-1] == victim and seen.count(victim) == 1  # reported once, when final
+    assert store.recorded.count(victim) == 1
+
+
+def test_alone_an_out_of_memory_is_a_result_and_is_not_stored():
+    victim = TOY[1].key
+    store = Recorder()
+    check = OutOfMemoryBesideOthers(victim)
+    out = check_problems(TOY, SETTINGS, jobs=1, store=store, check=check)
+    assert check.calls.count(victim) == 1 and ran_out_of_memory(out[1])
+    assert victim not in store.recorded  # an error must not replace a finding in the store
+
+
+def test_jobs_below_one_is_refused():
+    with pytest.raises(ValueError, match="jobs must be 1 or more"):
+        check_problems(TOY, SETTINGS, jobs=0, check=OutOfMemoryBesideOthers(None))
