@@ -7,10 +7,11 @@ they tell the model what kind of mismatch it produced.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
+from kb_agent.evaluator import diagnosis
 from kb_agent.evaluator.result import TrialResult
 
 MAX_LISTED_MISMATCHES = 5
@@ -60,22 +61,37 @@ def _allclose_or_false(e: torch.Tensor, a: torch.Tensor, atol: float, rtol: floa
         return False
 
 
-def _chunked_stats(e: torch.Tensor, a: torch.Tensor, atol: float, rtol: float, result: TrialResult) -> bool:
+def _chunked_stats(
+    e: torch.Tensor, a: torch.Tensor, atol: float, rtol: float, result: TrialResult
+) -> tuple[bool, diagnosis.Evidence]:
     """The allclose verdict and the mismatch statistics, chunk by chunk (`flat_chunks`): a 1.6e9-element
     output needs a few hundred MB of float64 temporaries, not ~10x its size. allclose is elementwise
-    followed by all(), so the chunked verdict is the same as one call's."""
+    followed by all(), so the chunked verdict is the same as one call's. Also what the diagnosis reads:
+    the mask of wrong elements (one byte per element, kept only for chunks that have one) and a sample
+    of their values."""
     passed, mismatched, n_finite, sum_diff = True, 0, 0, 0.0
-    max_diff = max_rel = None
+    max_diff = max_rel = worst = None
     first: list[int] = []
+    masks: list[torch.Tensor | int] = []
+    sample: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
     for start, ec, ac in flat_chunks(e, a):
         passed = _allclose_or_false(ec, ac, atol, rtol) and passed
         e64, a64 = ec.to(torch.float64), ac.to(torch.float64)
         diff = (a64 - e64).abs()
         # allclose's own element test (|e - a| <= atol + rtol*|a|; equal infinities match, NaN never does)
         bad = ~torch.isclose(e64, a64, rtol=rtol, atol=atol)
-        mismatched += int(bad.sum())
+        where = bad.nonzero().flatten()
+        mismatched += where.numel()
+        masks.append(bad if where.numel() else bad.numel())
         if len(first) < MAX_LISTED_MISMATCHES:
-            first += [start + int(i) for i in bad.nonzero().flatten()[: MAX_LISTED_MISMATCHES - len(first)]]
+            first += [start + int(i) for i in where[: MAX_LISTED_MISMATCHES - len(first)]]
+        if where.numel():
+            pick = where[:: max(1, where.numel() // diagnosis.SAMPLE_PER_CHUNK)][: diagnosis.SAMPLE_PER_CHUNK]
+            sample.append((pick + start, e64[pick], a64[pick]))
+            ratio = diff[where] / (atol + rtol * a64[where].abs())
+            ratio = ratio[torch.isfinite(ratio)]
+            if ratio.numel():
+                worst = max(worst or 0.0, float(ratio.max()))
         # over finite differences; NaN/Inf are counted separately (nan_*, inf_*)
         finite = diff[torch.isfinite(diff)]
         if finite.numel():
@@ -98,7 +114,20 @@ def _chunked_stats(e: torch.Tensor, a: torch.Tensor, atol: float, rtol: float, r
         {"index": ix, "expected": _scalar(e[tuple(ix)].to(torch.float64)), "actual": _scalar(a[tuple(ix)].to(torch.float64))}
         for ix in indices
     ]  # fmt: skip
-    return passed
+    return passed, _evidence(e, masks, sample, mismatched, worst)
+
+
+def _evidence(e: torch.Tensor, masks, sample, count: int, worst: float | None) -> diagnosis.Evidence:
+    empty = torch.zeros(0, dtype=torch.float64, device=e.device)
+    bad = torch.cat(
+        [m if isinstance(m, torch.Tensor) else torch.zeros(m, dtype=torch.bool, device=e.device) for m in masks]
+    ) if count else torch.zeros(e.numel(), dtype=torch.bool, device=e.device)  # fmt: skip
+    return diagnosis.Evidence(
+        shape=list(e.shape), bad=bad, count=count,
+        sample_index=torch.cat([s[0] for s in sample]) if sample else empty.long(),
+        sample_expected=torch.cat([s[1] for s in sample]) if sample else empty,
+        sample_actual=torch.cat([s[2] for s in sample]) if sample else empty, worst_ratio=worst,
+    )  # fmt: skip
 
 
 def _unravel(flat: int, shape: list[int]) -> list[int]:
@@ -110,14 +139,25 @@ def _unravel(flat: int, shape: list[int]) -> list[int]:
 
 
 def compare_tensors(
-    expected: torch.Tensor, actual: torch.Tensor, atol: float, rtol: float, result: TrialResult
+    expected: torch.Tensor,
+    actual: torch.Tensor,
+    atol: float,
+    rtol: float,
+    result: TrialResult,
+    inputs: Sequence[Any] | None = None,
+    rerun: Callable[[], Any] | None = None,
 ) -> TrialResult:
-    """Fill `result` with the verdict and mismatch statistics for one output tensor pair."""
+    """Fill `result` with the verdict and mismatch statistics for one output tensor pair, and for a
+    mismatch of values or shape its `diagnosis` (and `mismatch_map`), see `evaluator.diagnosis`.
+    `inputs` are the trial's inputs; `rerun()` gives this output of a second candidate call on them,
+    asked for only when the values differ."""
     result.expected_shape, result.actual_shape = list(expected.shape), list(actual.shape)
     result.expected_dtype, result.actual_dtype = str(expected.dtype), str(actual.dtype)
     result.numel = expected.numel()
     if expected.shape != actual.shape:
         result.passed, result.problem = False, "shape"
+        if expected.is_floating_point() and actual.is_floating_point():
+            result.diagnosis = diagnosis.diagnose_shape(expected, actual, atol, rtol)
         return result
     e = expected.detach()
     a = actual.detach()
@@ -129,8 +169,9 @@ def compare_tensors(
     if a.is_floating_point() or a.is_complex():
         result.nan_actual = int(torch.isnan(a).sum())
         result.inf_actual = int(torch.isinf(a).sum())
+    evidence = None
     if result.numel:
-        passed = _chunked_stats(e, a, atol, rtol, result)
+        passed, evidence = _chunked_stats(e, a, atol, rtol, result)
     else:
         passed = _allclose_or_false(e, a, atol, rtol)
     if e.dtype != a.dtype:  # torch.allclose raises on different dtypes, so KernelBench fails the trial
@@ -138,6 +179,10 @@ def compare_tensors(
     result.passed = passed
     if not passed and result.problem is None:
         result.problem = "values"
+    if result.problem == "values" and evidence is not None and evidence.count:
+        result.diagnosis = diagnosis.diagnose(evidence, e, a, atol, rtol, inputs, rerun)
+        nonfinite = ~torch.isfinite(a) if result.nan_actual or result.inf_actual else None
+        result.mismatch_map = diagnosis.mismatch_map(evidence.bad, list(e.shape), nonfinite)
     return result
 
 
@@ -163,11 +208,20 @@ def _structure_mismatch(expected: Any, actual: Any) -> tuple[str, str] | None:
 
 
 def compare_outputs(
-    expected: Any, actual: Any, atol: float, rtol: float, trial: int, seed: int
+    expected: Any,
+    actual: Any,
+    atol: float,
+    rtol: float,
+    trial: int,
+    seed: int,
+    inputs: Sequence[Any] | None = None,
+    rerun: Callable[[], Any] | None = None,
 ) -> TrialResult:
     """Compare the reference's and the candidate's outputs of one correctness trial.
 
     Outputs may be tensors or (nested) tuples/lists of tensors; the first failing element decides.
+    `inputs` (the trial's inputs, for the diagnosis) and `rerun` (a second candidate call on them, made
+    only when a trial's values differ, to tell a nondeterministic kernel) are optional.
     """
     result = TrialResult(trial=trial, seed=seed, passed=False)
     mismatch = _structure_mismatch(expected, actual)
@@ -180,7 +234,8 @@ def compare_outputs(
         result.output_index = i if len(flat_e) > 1 else None
         if not isinstance(e, torch.Tensor):
             e, a = torch.as_tensor(e), torch.as_tensor(a) if not isinstance(a, torch.Tensor) else a
-        compare_tensors(e, a, atol, rtol, result)
+        again = (lambda i=i: flatten_outputs(rerun())[i]) if rerun is not None else None
+        compare_tensors(e, a, atol, rtol, result, inputs, again)
         if not result.passed:
             return result
     return result

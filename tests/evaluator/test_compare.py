@@ -2,6 +2,7 @@
 chunks so a level-1-sized output does not need ~10x its size in temporaries."""
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -116,3 +117,198 @@ def test_feedback_names_the_failing_output_and_nan_semantics():
     inf_out[0] = float("inf")
     assert "(finite elements)" in trial_line(compare_outputs(y, inf_out, 1e-4, 1e-4, 0, 0))
     assert trial_line(compare_outputs(y, (y,), 1e-4, 1e-4, 0, 0)) == "output type tuple of 1, expected Tensor"
+
+
+# -- the diagnosis: one line naming the pattern, and the map (evaluator.diagnosis) ------------------------
+def _relu_pair(rows=100, cols=96):
+    x = torch.randn(rows, cols, generator=torch.Generator().manual_seed(1))
+    return x, torch.relu(x)
+
+
+def _diagnosis(e, a, **kw):
+    r = compare_outputs(e, a, 1e-4, 1e-4, trial=0, seed=0, **kw)
+    assert not r.passed and r.problem in ("values", "shape")
+    return r.diagnosis
+
+
+def test_tail_only_wrong_names_the_last_partial_block():
+    v = torch.randn(4100, generator=torch.Generator().manual_seed(0))
+    a = v.clone()
+    a[4096:] = 0
+    text = _diagnosis(v, a)
+    assert "never written: your output is 0" in text
+    assert "the tail: flat elements 4096..4099 (the last 4 of 4100, from a multiple of 4096)" in text
+
+
+def test_boundary_columns_and_rows_and_both_edges():
+    _, e = _relu_pair()
+    a = e.clone()
+    a[:, 64:] += 1
+    assert "the boundary: output[:, 64:96] (the last 32 of 96 along dim 1" in _diagnosis(e, a)
+    a = e.clone()
+    a[96:] += 1
+    assert "the boundary: output[96:100] (the last 4 of 100 along dim 0" in _diagnosis(e, a)
+    a[:, 64:] += 1
+    assert "the edges: the last 4 of 100 rows and the last 32 of 96 columns" in _diagnosis(e, a)
+
+
+def test_one_row_one_column_one_channel_one_block():
+    _, e = _relu_pair()
+    a = e.clone()
+    a[7] += 0.5
+    assert "one row: output[7]" in _diagnosis(e, a)
+    a = e.clone()
+    a[:, 5] -= 2
+    assert "one column: output[:, 5]" in _diagnosis(e, a)
+    y = torch.randn(4, 8, 16, 16, generator=torch.Generator().manual_seed(2))
+    a = y.clone()
+    a[:, 3] *= 2
+    text = _diagnosis(y, a)
+    assert "scale factor: your values are 2 times" in text and "one channel (dim 1): output[:, 3]" in text
+    a = e.clone()
+    a[32:64, 32:64] = 7.0
+    assert _diagnosis(e, a) == "only one block: output[32:64, 32:64] is wrong, the rest matches."
+
+
+def test_transposed_or_permuted_layout():
+    m = torch.randn(64, 64, generator=torch.Generator().manual_seed(3))
+    assert "your output is the reference transposed" in _diagnosis(m, m.t().contiguous())
+    z = torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(4))
+    channels_last = z.permute(0, 2, 3, 1).contiguous().view(2, 3, 8, 8)
+    assert "element order of its .permute(0, 2, 3, 1)" in _diagnosis(z, channels_last)
+    # wrong shapes holding the right values
+    assert "your output is the reference's .permute(1, 0)" in _diagnosis(m[:32], m[:32].t().contiguous())
+    assert "view or reshape your result as [64, 64]" in _diagnosis(m, m.reshape(32, 128).clone())
+    assert compare_outputs(m, m[:32], 1e-4, 1e-4, 0, 0).diagnosis == ""  # fewer elements: no claim
+
+
+def test_constant_scale_offset_and_sign_flip():
+    x, e = _relu_pair()
+    assert "scale factor: your values are 0.5 (1/2) times the reference's" in _diagnosis(e, e * 0.5)
+    assert "constant offset: your values are the reference's + 0.25; the wrong elements: every element" in (
+        _diagnosis(e, e + 0.25)
+    )
+    assert "sign flip" in _diagnosis(x, -x)
+
+
+def test_region_never_written_zeros_input_or_garbage():
+    x, e = _relu_pair()
+    a = e.clone()
+    a[:, 5] = 0
+    assert "your output is 0 there" in _diagnosis(e, a)
+    a = x.clone()
+    a[50:] = e[50:]
+    assert "still holds input 0's values" in _diagnosis(e, a, inputs=[x])
+    assert "still holds" not in _diagnosis(e, a)  # without the inputs, no such claim
+    a = e.clone()
+    a[10:20] = 3e38
+    assert "holds garbage (uninitialised memory" in _diagnosis(e, a)
+
+
+def test_nan_says_where_it_starts_and_whether_the_inputs_are_extreme():
+    x, e = _relu_pair()
+    a = e.clone()
+    a[3, 17] = float("nan")
+    text = _diagnosis(e, a, inputs=[x])
+    assert "NaN/Inf where the reference is finite (1 NaN), starting at [3, 17]" in text
+    assert "the inputs there are ordinary (input 0: " in text
+    x[3, 17] = 1e30
+    e = torch.relu(x)
+    a = e.clone()
+    a[3, 17] = float("inf")
+    assert "the inputs there are extreme (input 0: 1e+30" in _diagnosis(e, a, inputs=[x])
+    e[0, 0] = a[0, 0] = float("nan")
+    a[3, 17] = e[3, 17]
+    assert "the reference itself gives NaN at 1 elements" in _diagnosis(e, a)
+
+
+def test_nondeterministic_needs_a_second_call_that_differs():
+    _, e = _relu_pair()
+    g = torch.Generator().manual_seed(5)
+
+    def noisy():
+        return e + (torch.rand(e.shape, generator=g) < 0.1) * 0.1
+
+    first = noisy()
+    calls = []
+    text = _diagnosis(e, first, rerun=lambda: calls.append(1) or noisy())
+    assert calls == [1] and "nondeterministic: a second call on the same inputs differs" in text
+    assert "nondeterministic" not in _diagnosis(e, first, rerun=lambda: first.clone())
+    assert "raised RuntimeError: boom" in _diagnosis(
+        e, first, rerun=lambda: (_ for _ in ()).throw(RuntimeError("boom"))
+    )
+    compare_outputs(e, e.clone(), 1e-4, 1e-4, 0, 0, rerun=lambda: calls.append(2))
+    assert calls == [1]  # a passing trial makes no second call
+
+
+def test_error_just_over_the_tolerance_is_precision():
+    _, e = _relu_pair()
+    noisy = e + 3e-4 * torch.randn(e.shape, generator=torch.Generator().manual_seed(6))
+    assert "an error just over the tolerance" in _diagnosis(e, noisy)
+    far = e.clone()
+    far[torch.rand(e.shape, generator=torch.Generator().manual_seed(7)) < 0.2] = 5.3
+    assert _diagnosis(e, far).startswith("no simple pattern: the wrong elements are spread over the output")
+
+
+def test_mismatch_map_marks_where_the_output_differs():
+    _, e = _relu_pair(64, 64)
+    a = e.clone()
+    a[:, 48:] += 1
+    a[0, 0] = float("nan")
+    r = compare_outputs(e, a, 1e-4, 1e-4, 0, 0)
+    caption, *rows = r.mismatch_map
+    assert "64 rows (dim 0) x 64 columns (dim 1)" in caption and len(rows) == 16
+    assert all(len(row) == 32 for row in rows)
+    assert rows[0] == "N" + "." * 23 + "#" * 8
+    assert all(row == "." * 24 + "#" * 8 for row in rows[1:])
+    short = compare_outputs(torch.ones(3), torch.zeros(3), 1e-4, 1e-4, 0, 0).mismatch_map
+    assert short[1:] == ["#", "#", "#"]
+    assert compare_outputs(e, e.clone(), 1e-4, 1e-4, 0, 0).mismatch_map == []
+
+
+def test_old_stored_trials_load_without_the_new_fields():
+    from kb_agent.evaluator.result import EvalResult
+
+    old = {"status": "incorrect", "correctness": {"results": [{"trial": 0, "seed": 1, "passed": False}]}}
+    t = EvalResult.from_dict(old).correctness.results[0]
+    assert t.diagnosis == "" and t.mismatch_map == []
+
+
+# -- end to end: Triton candidates under the interpreter, diagnosed in the correctness stage -------------
+CANDIDATES = Path(__file__).resolve().parent.parent / "candidates"
+
+
+def _evaluate(candidate: str, problem: str):
+    from kb_agent.evaluator import EvalSettings, Status, evaluate
+    from kb_agent.problems import resolve_one
+
+    r = evaluate(
+        resolve_one(problem), (CANDIDATES / f"{candidate}.py").read_text(), EvalSettings(device="cpu")
+    )
+    assert r.status == Status.INCORRECT, r.message
+    return r.correctness.results[-1]
+
+
+@pytest.mark.slow
+def test_end_to_end_a_floor_grid_leaves_the_tail_unwritten(tmp_path):
+    relu = (Path(__file__).resolve().parents[2] / "problems" / "toy" / "1_relu.py").read_text()
+    (tmp_path / "relu_1000.py").write_text(relu.replace("dim = 1024", "dim = 1000"))
+    t = _evaluate("triton_relu_tail_unwritten", str(tmp_path / "relu_1000.py"))
+    assert "never written" in t.diagnosis and "the tail: flat elements 15360..15999" in t.diagnosis
+    assert t.mismatch_map and set(t.mismatch_map[-1]) <= set(".+#")
+
+
+@pytest.mark.slow
+def test_end_to_end_a_stateful_kernel_is_nondeterministic():
+    t = _evaluate("triton_relu_stateful", "toy/relu")
+    assert t.diagnosis.startswith("nondeterministic: a second call on the same inputs differs")
+
+
+def test_end_to_end_swapped_output_strides_are_a_transposed_layout():
+    t = _evaluate("triton_matmul_transposed", "toy/small_matmul")
+    assert "your output is the reference transposed" in t.diagnosis
+
+
+def test_end_to_end_nan_names_its_start_and_the_inputs():
+    t = _evaluate("nan_output", "toy/relu")
+    assert "starting at [0, 0]" in t.diagnosis and "the inputs there are ordinary" in t.diagnosis
