@@ -14,11 +14,13 @@ Candidates build their own CUDA extensions by calling `torch.utils.cpp_extension
   retried with the candidate's sources unchanged, so the contract is the same;
 * builds with all cores (ninja), and without torch's precompiled header, which is machine-wide state
   that one interrupted or concurrent build can corrupt for every later one;
-* reports the compiler's first errors, with the offending source line, instead of ninja's whole log.
+* reports the compiler's first errors (nvcc, ptxas, cicc, g++, the linker, ninja), with the offending
+  source line, instead of ninja's whole log or its command lines, and says when a compiler refused one of
+  the candidate's own flags (`extra_cuda_cflags=["-arch=sm_70"]` under CUDA 13).
 
 On a machine whose torch has no CUDA (developers' CPU machines and CI), CUDA sources cannot be built into
-a module; they are syntax-checked with `nvcc -ptx` instead (when nvcc is on the PATH), so a compile
-error still comes back with its line.
+a module; they are checked with nvcc instead (when nvcc is on the PATH), the candidate's flags included, so
+a compile error still comes back with its line.
 """
 
 from __future__ import annotations
@@ -32,16 +34,51 @@ import sysconfig
 import time
 from pathlib import Path
 
-MAX_ERRORS = 8
+MAX_ERRORS = 8  # compiler errors kept in BuildError.errors, from the first
 
+# a diagnostic with a place: nvcc's front end `cuda.cu(12): error: ...`, g++ `/build/main.cpp:3:5: error: ...`
 _ERROR_RE = re.compile(
-    r"^(?P<file>[^\s:()]+?)(?:\((?P<l1>\d+)\)|:(?P<l2>\d+)(?::\d+)?):\s*(?:fatal\s+)?error\b[:\s]*(?P<msg>.*)$"
+    r"^(?P<file>[^\s:()]+?)(?:\((?P<l1>\d+)\)|:(?P<l2>\d+)(?::\d+)?):\s*(?:fatal\s+|catastrophic\s+)?error\b[:\s]*"
+    r"(?P<msg>.*)$"
 )
-_GENERIC_ERROR_RE = re.compile(r"\berror\b", re.IGNORECASE)
+# CUDA tools: `nvcc fatal   : Unsupported gpu architecture 'compute_70'`, `ptxas error   : Entry function ...`,
+# `ptxas /tmp/x.ptx, line 27; error   : ...`, `nvlink error   : Undefined reference to ...`
+_TOOL_RE = re.compile(
+    r"^(?:\S*/)?(?P<tool>nvcc|ptxas|cicc|nvlink|fatbinary|cudafe\+\+|nvdisasm)\b[^:]*?(?:fatal|error)\s*:\s*(?P<msg>.*)$"
+)
+# the host compiler's driver and the linker: `c++: error: unrecognized command-line option ...`,
+# `cc1plus: fatal error: ...`, `collect2: error: ld returned 1 exit status`
+_DRIVER_RE = re.compile(
+    r"^(?:\S*/)?(?P<tool>(?:[\w.-]+-)?(?:c\+\+|g\+\+|gcc|cc|cc1plus|cc1|clang\+\+|clang|collect2)(?:-\d+)?):\s*"
+    r"(?:fatal\s+)?error:\s*(?P<msg>.*)$"
+)
+_LD_RE = re.compile(r"^(?:\S*/)?(?P<tool>ld(?:\.\w+)?|lld|mold):\s*(?P<msg>.*)$")
+_UNDEFINED_RE = re.compile(
+    r"^(?P<file>[^\s:]+):\((?:[^)]*)\):\s*(?P<msg>(?:undefined reference|multiple definition).*)$"
+)
+_OTHER_RE = re.compile(r"^(?:Command-line error|error|ninja: (?:error|fatal))\s*:\s*(?P<msg>.*)$")
+_NOISE_RE = re.compile(
+    r"^(?:\d+ (?:catastrophic )?errors? detected in|Compilation terminated\.|ninja: build stopped|"
+    r"In file included from|\s*from |.*: In (?:member )?function|.*: note:|.*: warning:|.*\bwarning\b\s*:)"
+)
+_PROGRESS_RE = re.compile(r"^\[\d+/\d+\]\s")
+_COMPILER_RE = re.compile(
+    r"^(?:\S*/)?(?:ccache\s+)?(?:[\w.-]+-)?(?:nvcc|c\+\+|g\+\+|gcc|cc|clang\+\+|clang|ld|hipcc)(?:-\d+)?\s"
+)
+_TORCH_PREFIX_RE = re.compile(r"^Error building extension '[^']*'(?::\s*)?")
+_QUOTED_RE = re.compile(r"'([^'\s]+)'|‘([^’\s]+)’|\"([^\"\s]+)\"|`([^'\s]+)'")
+_ARCH_OPTION_RE = re.compile(r"^-(?:arch|-gpu-architecture|gencode|-generate-code|code|-gpu-code)\b")
+_ARCH_NAME_RE = re.compile(r"\b(?:sm|compute|lto)_(\d+[a-z]?)\b")
+_FLAG_KEYS = ("extra_cuda_cflags", "extra_cflags", "extra_ldflags")
+_TOOL_NAMES = {"collect2": "the linker", "cc1plus": "the host compiler", "cc1": "the host compiler"}
 
 
 class BuildError(Exception):
-    """A candidate's extension failed to compile. `errors` holds the first compiler errors."""
+    """A candidate's extension failed to compile or link.
+
+    `errors` holds the first compiler errors (`parse_compiler_errors`: the compiler's own lines, the
+    offending source lines, and which of the candidate's flags was refused, if one was); `log` the build
+    log without command lines (`trim_log`)."""
 
     def __init__(self, message: str, errors: list[str], log: str):
         super().__init__(message)
@@ -62,50 +99,184 @@ def detect_backend(source: str) -> str:
     return "torch"
 
 
-def parse_compiler_errors(log: str, build_dir: str | os.PathLike | None = None) -> list[str]:
-    """The first compiler errors in a gcc/nvcc/ninja log, each with the offending source line when found.
+def _is_command(line: str) -> bool:
+    """A compiler or linker command line (ninja echoes them), as opposed to what a compiler printed."""
+    if _PROGRESS_RE.match(line):
+        return True
+    return bool(_COMPILER_RE.match(line)) and not (_TOOL_RE.match(line) or _DRIVER_RE.match(line))
 
-    Returns entries like `cuda.cu(12): error: expected a ";"` followed by the source lines 11 and 12.
+
+def _short(text: str) -> str:
+    """Absolute paths cut to their file name (build folders and temporary files say nothing to the model)."""
+    return re.sub(r"(?<![\w.])/(?:[^\s/:'\"‘’`,;()]+/)+(?=[^\s/])", "", text)
+
+
+def _flag_groups(flags: dict | None) -> list[tuple[str, str, list[str]]]:
+    """The candidate's own flags as (keyword, flag as written, pieces to match a compiler's message against).
+    An option and its separate value (`-arch sm_70`, `-Xptxas -v`) form one group."""
+    groups = []
+    for key in _FLAG_KEYS:
+        items = [str(f).strip() for f in (flags or {}).get(key) or [] if str(f).strip()]
+        i = 0
+        while i < len(items):
+            group = [items[i]]
+            option_with_value = _ARCH_OPTION_RE.match(items[i]) or re.match(r"-X|--\w+-options$", items[i])
+            if "=" not in items[i] and i + 1 < len(items) and (option_with_value or items[i + 1][0] != "-"):
+                group.append(items[i + 1])
+            i += len(group)
+            pieces = set()
+            for item in group:
+                pieces |= {item, item.lstrip("-")} | {p for p in re.split(r"[=,\[\]\s]+", item) if p}
+            groups.append((key, " ".join(group), sorted(pieces)))
+    return groups
+
+
+def blame_flag(diagnostic: str, tool: str, flags: dict | None, arch: str | None = None) -> str | None:
+    """A line saying which of the candidate's own flags (`extra_cuda_cflags`, `extra_cflags`,
+    `extra_ldflags` of its `load_inline` call) a compiler or linker diagnostic names, or None.
+
+    `diagnostic` is the compiler's line (e.g. `nvcc fatal   : Unsupported gpu architecture 'compute_70'`),
+    `tool` the program that printed it, `arch` the evaluator's compute capability ("9.0")."""
+    groups = _flag_groups(flags)
+    if not groups:
+        return None
+    who = _TOOL_NAMES.get(tool, "the linker" if tool.startswith("ld") else tool)
+    arch_note = "drop it: the evaluator sets the architecture" + (
+        f" (sm_{arch.replace('.', '')})" if arch else ""
+    )
+    unsupported = re.search(
+        r"Unsupported gpu architecture '(\w+)'|Value '(\w+)' is not defined for option", diagnostic
+    )
+    if unsupported:
+        m = _ARCH_NAME_RE.search(unsupported.group(1) or unsupported.group(2) or "")
+        for key, shown, _ in groups:
+            if m and key == "extra_cuda_cflags" and m.group(1) in _ARCH_NAME_RE.findall(shown):
+                return f"{who} rejected {shown}, which the candidate passed in {key}; {arch_note}"
+    lib = re.search(r"cannot find (-l\S+?)(?::|\s|$)", diagnostic)
+    if lib:
+        for key, _shown, pieces in groups:
+            if lib.group(1) in pieces:
+                return (f"{who} found no library {lib.group(1)}, which the candidate passed in {key}; drop it, "
+                        "or link only libraries that torch and the CUDA toolkit provide")  # fmt: skip
+    for m in _QUOTED_RE.finditer(diagnostic):
+        token = next(g for g in m.groups() if g)
+        if len(token.lstrip("-")) < 2:
+            continue
+        for key, shown, pieces in groups:
+            if token in pieces or token.lstrip("-") in pieces:
+                advice = arch_note if _ARCH_OPTION_RE.match(shown) else "drop or fix it"
+                return f"{who} rejected {shown}, which the candidate passed in {key}; {advice}"
+    return None
+
+
+def _source_lines(build_dir, file: str, lineno: int) -> list[str]:
+    """The offending line and the one before it, from the build folder's copy of the source."""
+    if build_dir is None:
+        return []
+    try:
+        text = (Path(build_dir) / file).read_text().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return []
+    return [
+        f"    {n:>4} | {text[n - 1].rstrip()}" for n in range(max(1, lineno - 1), min(lineno, len(text)) + 1)
+    ]
+
+
+def parse_compiler_errors(
+    log: str, build_dir: str | os.PathLike | None = None, flags: dict | None = None, arch: str | None = None
+) -> list[str]:
+    """The first errors in a build log (torch's "Error building extension" text around ninja's output, or
+    one compiler's output), at most MAX_ERRORS, without command lines, progress lines or warnings.
+
+    Understands nvcc's front end (`cuda.cu(12): error: ...`), g++ (`main.cpp:3:5: error: ...`), the CUDA
+    tools (`nvcc fatal   : ...`, `ptxas error   : ...`, cicc, nvlink), the host compiler's driver
+    (`c++: error: unrecognized command-line option ...`), the linker (`cannot find -lfoo`,
+    `undefined reference to ...`, `collect2: error: ld returned 1 exit status`) and ninja (`FAILED:` blocks).
+    An error with a place comes as `cuda.cu(12): error: expected a ";"` followed by source lines 11 and 12
+    (read from `build_dir`, else as the compiler quoted them). When an error names one of the candidate's
+    own flags (`flags`: the keyword arguments of its load_inline call), a line saying so follows it
+    (`blame_flag`). A failed step whose output matches none of these gives its output lines as they are,
+    and one that printed nothing says so. Returns [] only for a log without any output of a compiler.
     """
+    lines = _TORCH_PREFIX_RE.sub("", log.strip("\n"), count=1).splitlines()
     out: list[str] = []
-    seen = set()
-    for raw in log.splitlines():
-        line = raw.strip()
-        m = _ERROR_RE.match(line)
-        if not m:
-            continue
-        file = os.path.basename(m.group("file"))
-        lineno = int(m.group("l1") or m.group("l2"))
-        key = (file, lineno, m.group("msg"))
-        if key in seen:
-            continue
+    seen: set[str] = set()
+    blamed: set[str] = set()
+    failed: list[tuple[str, list[str]]] = []  # ninja's failed steps: (target, the lines their tools printed)
+    expect_command = False
+
+    def add(entry: str, key: str, tool: str | None = None, diagnostic: str = "") -> None:
+        if key in seen or len(out) >= MAX_ERRORS:
+            return
         seen.add(key)
-        entry = f"{file}({lineno}): error: {m.group('msg')}"
-        if build_dir is not None:
-            src = Path(build_dir) / file
-            try:
-                text = src.read_text().splitlines()
-                for n in range(max(1, lineno - 1), min(lineno, len(text)) + 1):  # the line and the one before
-                    entry += f"\n    {n:>4} | {text[n - 1].rstrip()}"
-            except OSError:
-                pass
+        note = blame_flag(diagnostic, tool, flags, arch) if tool else None
+        if note and note not in blamed:
+            blamed.add(note)
+            entry += "\n    " + note
         out.append(entry)
-        if len(out) >= MAX_ERRORS:
-            break
-    if not out:  # linker errors and the like: keep the lines that say "error"
-        out = [ln.strip() for ln in log.splitlines() if _GENERIC_ERROR_RE.search(ln)][:MAX_ERRORS]
-    return out
+
+    for i, raw in enumerate(lines):
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith("FAILED:"):
+            failed.append((line[len("FAILED:") :].strip(), []))
+            expect_command = True
+            continue
+        if expect_command or _is_command(line):  # the line after FAILED: is the failed command
+            expect_command = False
+            continue
+        if failed and not _NOISE_RE.match(line) and not raw.startswith((" ", "\t")):
+            failed[-1][1].append(line)
+        if m := _ERROR_RE.match(line):
+            file, lineno = os.path.basename(m.group("file")), int(m.group("l1") or m.group("l2"))
+            context = _source_lines(build_dir, file, lineno)
+            if not context:  # the compiler's own quote of the line (g++: `  4 |   code`, nvcc: indented)
+                for nxt in lines[i + 1 : i + 4]:
+                    if not nxt.strip() or not nxt.startswith((" ", "\t")):
+                        break
+                    context.append("    " + nxt.strip())
+            msg = _short(m.group("msg"))
+            add("\n".join([f"{file}({lineno}): error: {msg}", *context]), f"{file}:{lineno}:{msg}", "", line)
+        elif m := _TOOL_RE.match(line) or _DRIVER_RE.match(line):
+            add(_short(line), _short(line), m.group("tool"), line)
+        elif m := _UNDEFINED_RE.match(line):
+            where = re.match(r".*: in function (.*):$", lines[i - 1].strip()) if i else None
+            entry = f"{os.path.basename(m.group('file'))}: {m.group('msg')}" + (
+                f" (in function {where.group(1)})" if where else ""
+            )
+            add(entry, entry)
+        elif (m := _LD_RE.match(line)) and not re.search(r": in function |: warning:", line):
+            add(_short(line), _short(line), m.group("tool"), line)
+        elif m := _OTHER_RE.match(line):
+            add(_short(line), _short(line), "nvcc" if line.startswith("Command-line") else None, line)
+    if out:
+        return out
+    # nothing recognisable: what the failed steps printed, as it is; a silent failure is named
+    for target, printed in failed:
+        if printed:
+            out += [_short(p) for p in printed[: MAX_ERRORS - len(out)]]
+        else:
+            out.append(f"building {target} failed and its compiler printed nothing (killed, perhaps for "
+                       "want of memory?)")  # fmt: skip
+    if not out:
+        rest = [ln.strip() for ln in lines if ln.strip() and not _is_command(ln.strip())]
+        out = [_short(ln) for ln in rest if re.search(r"error|fatal", ln, re.IGNORECASE)] or rest[-3:]
+    return out[:MAX_ERRORS]
 
 
 def trim_log(log: str, max_chars: int = 6000) -> str:
-    """Drop ninja's command echoes and keep the part of a build log around the first error."""
-    lines = [
-        ln
-        for ln in log.splitlines()
-        if not ln.startswith("[") and not re.match(r"^\S*(c\+\+|g\+\+|nvcc) ", ln)
-    ]
-    text = "\n".join(lines)
-    first = re.search(r"error", text)
+    """The build log without torch's prefix and ninja's command echoes, from shortly before the first error."""
+    lines = _TORCH_PREFIX_RE.sub("", log, count=1).splitlines()
+    kept, after_failed = [], False
+    for ln in lines:
+        if after_failed or _is_command(ln.strip()):
+            after_failed = False
+            continue
+        after_failed = ln.startswith("FAILED:")
+        kept.append(ln)
+    text = "\n".join(kept)
+    first = re.search(r"error|fatal", text)
     if first and first.start() > max_chars // 4:
         text = "…\n" + text[max(0, first.start() - max_chars // 4) :]
     return text[:max_chars]
@@ -126,8 +297,62 @@ def find_nvcc() -> str | None:
     return shutil.which("nvcc")
 
 
+_NOT_WITH_PTX = {"-dlto", "--dlink-time-opt", "-dc", "--device-c", "-dw", "--device-w", "-c", "--compile"}
+
+
+def ptx_check_flags(cuda_flags: list[str], arch: str) -> list[str]:
+    """The candidate's `extra_cuda_cflags` as the `nvcc -ptx` compile check can take them: its architecture
+    options (several targets, which `-ptx` refuses, or one) replaced by one `-arch=sm_XX`, the one of its
+    targets that is the evaluator's `arch` ("9.0") if named (`sm_90a` for 9.0), else its highest, else
+    `arch`; and options that `-ptx` refuses (`-dlto`, `-dc`) dropped. The flags as given were validated
+    before (`nvcc --dryrun`), so nothing here hides an error."""
+    ours = arch.replace(".", "")
+    kept, targets, i = [], [], 0
+    items = [str(f) for f in cuda_flags]
+    while i < len(items):
+        item = items[i]
+        if _ARCH_OPTION_RE.match(item):
+            group = [item] if "=" in item or i + 1 >= len(items) else [item, items[i + 1]]
+            targets += [t for g in group for t in _ARCH_NAME_RE.findall(g)]
+            i += len(group)
+            continue
+        if item not in _NOT_WITH_PTX:
+            kept.append(item)
+        i += 1
+    mine = [t for t in targets if re.fullmatch(ours + "[a-z]?", t)]
+    pick = max(mine or targets or [ours], key=lambda t: (int(re.sub(r"\D", "", t)), t))
+    return [f"-arch=sm_{pick}", *kept]
+
+
+def _run_check(cmd: list[str], workdir: Path, flags: dict, arch: str) -> None:
+    """Run one compile check; a failure raises BuildError (or CudaUnavailable for a header this machine lacks)."""
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=workdir)
+    if proc.returncode == 0:
+        return
+    log = "\n".join(ln for ln in proc.stdout.splitlines() if not ln.startswith("#$ "))  # --dryrun's commands
+    missing = re.search(
+        r"fatal error: ([\w./+-]+): No such file|cannot open source file \"([\w./+-]+)\"", log
+    )
+    if missing:  # a header of the CUDA toolkit or a CUDA torch build that this machine lacks
+        header = missing.group(1) or missing.group(2)
+        raise CudaUnavailable(
+            f"the nvcc compile check could not finish here: header {header} is not on this machine "
+            "(set CUDA_HDR_DIR to the headers of a CUDA build of torch, see the README); the sources "
+            "were not judged"
+        )
+    raise BuildError(
+        "the extension failed to compile", parse_compiler_errors(log, workdir, flags, arch), trim_log(log)
+    )
+
+
 def _syntax_check(sources: list[str], cuda_sources: list[str], flags: dict, workdir: Path, arch: str) -> None:
-    """Compile-check the sources without building a module (no CUDA torch). Raises BuildError."""
+    """Compile-check the sources without building a module (no CUDA torch). Raises BuildError.
+
+    `flags` are the candidate's load_inline keyword arguments: its `extra_cuda_cflags` reach nvcc and its
+    `extra_cflags` the host compiler, so a flag the real build refuses fails here too. The CUDA flags are
+    first checked by `nvcc --dryrun -c` exactly as the real build passes them (with the evaluator's
+    `-gencode` only when none of the candidate's flags names an architecture, torch's rule; about 0.02 s),
+    then the sources by `nvcc -ptx` (`ptx_check_flags`). `extra_ldflags` are not checked: nothing links."""
     import torch.utils.cpp_extension as ce
 
     includes = []
@@ -142,6 +367,9 @@ def _syntax_check(sources: list[str], cuda_sources: list[str], flags: dict, work
     includes += list(flags.get("extra_include_paths") or [])
     inc = [arg for p in includes for arg in ("-isystem", p)]
     defs = ["-DTORCH_EXTENSION_NAME=kb_check", "-DTORCH_API_INCLUDE_EXTENSION_H"]
+    half = ["-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
+            "-D__CUDA_NO_HALF2_OPERATORS__", "--expt-relaxed-constexpr"]  # fmt: skip
+    sm = arch.replace(".", "")
     checks: list[list[str]] = []
     if cuda_sources:
         nvcc = find_nvcc()
@@ -153,10 +381,14 @@ def _syntax_check(sources: list[str], cuda_sources: list[str], flags: dict, work
                 ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>", *cuda_sources]
             )
         )
-        checks.append([nvcc, "-ptx", f"-arch=sm_{arch.replace('.', '')}", "-std=c++17", "--expt-relaxed-constexpr",
-                       "-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
-                       "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__",
-                       *defs, *inc, *(flags.get("extra_cuda_cflags") or []), str(cu), "-o", os.devnull])  # fmt: skip
+        cuda_flags = [str(f).strip() for f in flags.get("extra_cuda_cflags") or []]
+        names_arch = any("arch" in f and "TORCH_EXTENSION_NAME" not in f for f in cuda_flags)
+        gencode = [] if names_arch else [f"-gencode=arch=compute_{sm},code=sm_{sm}"]
+        checks.append([nvcc, "--dryrun", *half, "--compiler-options", "-fPIC", *gencode, *cuda_flags,
+                       "-std=c++17", "-c", str(cu), "-o", str(workdir / "cuda.o")])  # fmt: skip
+        # -o a real file: `nvcc -ptx --threads N -o /dev/null` never returns (nvcc 13.0)
+        checks.append([nvcc, "-ptx", "-std=c++17", *half, *defs, *inc, *ptx_check_flags(cuda_flags, arch),
+                       str(cu), "-o", str(workdir / "cuda.ptx")])  # fmt: skip
     if sources:
         cpp = workdir / "main.cpp"
         cpp.write_text("\n".join(["#include <torch/extension.h>", *sources]))
@@ -167,22 +399,7 @@ def _syntax_check(sources: list[str], cuda_sources: list[str], flags: dict, work
     # one after the other, CUDA first (where the errors usually are): each takes 20-60 s, mostly parsing
     # torch's headers, and the first failure is all the feedback needs
     for cmd in checks:
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=workdir)
-        if proc.returncode != 0:
-            log = proc.stdout
-            missing = re.search(
-                r"fatal error: ([\w./+-]+): No such file|cannot open source file \"([\w./+-]+)\"", log
-            )
-            if missing:  # a header of the CUDA toolkit or a CUDA torch build that this machine lacks
-                header = missing.group(1) or missing.group(2)
-                raise CudaUnavailable(
-                    f"the nvcc compile check could not finish here: header {header} is not on this machine "
-                    "(set CUDA_HDR_DIR to the headers of a CUDA build of torch, see the README); the sources "
-                    "were not judged"
-                )
-            raise BuildError(
-                "the extension failed to compile", parse_compiler_errors(log, workdir), trim_log(log)
-            )
+        _run_check(cmd, workdir, flags, arch)
 
 
 _EXTENSION_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]torch/extension\.h[>"][ \t]*$', re.MULTILINE)
@@ -215,7 +432,9 @@ def light_first(cuda_sources: list[str], attempt):
         try:
             return attempt(light, True), True
         except BuildError as e:
-            if not any(_MISSING_DECL.search(err) for err in e.errors):
+            # a missing declaration is an error in a source (not a flag or the linker: retrying those
+            # would repeat the failure, and on a GPU machine a full build)
+            if not any(_ERROR_RE.match(err) and _MISSING_DECL.search(err.split("\n")[0]) for err in e.errors):
                 raise
     return attempt(cuda_sources, False), False
 
@@ -262,10 +481,11 @@ class LoadInlineWrapper:
         cached = any((self.build_root / uname).glob("*.so")) or any(
             (self.build_root / (uname + "_l")).glob("*.so")
         )
+        flags = self._flags(args, kwargs)
         if not self.cuda_torch and cu:
             check_dir = self.build_root / uname
             check_dir.mkdir(parents=True, exist_ok=True)
-            light_first(cu, lambda sources, _: _syntax_check(cpp, sources, kwargs, check_dir, self.arch))
+            light_first(cu, lambda sources, _: _syntax_check(cpp, sources, flags, check_dir, self.arch))
             raise CudaUnavailable(
                 "this machine's torch has no CUDA: the CUDA sources passed an nvcc compile check "
                 f"(sm_{self.arch.replace('.', '')}) but cannot be built into a module or run here"
@@ -278,14 +498,25 @@ class LoadInlineWrapper:
         module, light = light_first(
             cu,
             lambda sources, light: self._build(
-                name, uname + ("_l" if light else ""), cpp, sources, args, kwargs
+                name, uname + ("_l" if light else ""), cpp, sources, args, kwargs, flags
             ),
         )
         self.builds.append({"name": str(name), "seconds": time.perf_counter() - t0, "cached": cached,
                             "light_cuda_include": light})  # fmt: skip
         return module
 
-    def _build(self, name, uname: str, cpp: list[str], cu: list[str], args, kwargs):
+    def _flags(self, args: tuple, kwargs: dict) -> dict:
+        """The candidate's arguments after `cuda_sources` by name (`extra_cuda_cflags`, ...), positional
+        ones included, as the wrapped load_inline's signature names them."""
+        import inspect
+
+        try:
+            bound = inspect.signature(self.original).bind_partial("name", [], [], *args, **kwargs)
+        except (TypeError, ValueError):  # a call load_inline itself refuses: it will say so
+            return dict(kwargs)
+        return dict(bound.arguments)
+
+    def _build(self, name, uname: str, cpp: list[str], cu: list[str], args, kwargs, flags: dict):
         import fcntl
 
         build_dir = self.build_root / uname
@@ -304,7 +535,7 @@ class LoadInlineWrapper:
                 if "Error building extension" in log or "error" in log.lower():
                     raise BuildError(
                         f"building extension {name!r} failed",
-                        parse_compiler_errors(log, build_dir),
+                        parse_compiler_errors(log, build_dir, flags, self.arch),
                         trim_log(log),
                     ) from None
                 raise
