@@ -116,6 +116,7 @@ def test_expected_errors_share_one_base_and_end_as_one_line(tmp_path):
     r = _kb("solve", "--problem", "toy/relu", "--model", "scripted/nope", "--device", "cpu", cwd=tmp_path)
     assert r.returncode == 2
     assert r.stderr == "error: unknown scripted model scripted/nope; built in: scripted/demo\n"
+    assert r.stdout == ""  # no progress bar (nor its blank line) for a run that never started
     assert not (tmp_path / "runs").exists()  # refused before the store was made
 
 
