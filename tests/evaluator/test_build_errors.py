@@ -366,3 +366,13 @@ def test_real_gxx_and_linker_errors(tmp_path):
     log = compile_log(["c++", "-fsyntax-only", "-fno-such-flag", "u.cpp"], tmp_path)
     (error,) = parse_compiler_errors(log, None, {"extra_cflags": ["-fno-such-flag"]})
     assert "unrecognized command-line option" in error and "rejected -fno-such-flag" in error
+
+
+def test_flags_passed_positionally_are_found_by_name(tmp_path):
+    from kb_agent.evaluator.build import LoadInlineWrapper
+
+    wrapper = LoadInlineWrapper(tmp_path, "9.0", cuda_torch=False, salt="")
+    # load_inline(name, cpp_sources, cuda_sources, sycl_sources, functions, extra_cflags, ...)
+    flags = wrapper._flags((None, ["relu"], ["-O3", "-fbad"]), {"extra_cuda_cflags": ["-arch=sm_70"]})
+    assert flags["extra_cflags"] == ["-O3", "-fbad"] and flags["extra_cuda_cflags"] == ["-arch=sm_70"]
+    assert wrapper._flags((), {"no_such_argument": 1}) == {"no_such_argument": 1}  # load_inline will say
