@@ -50,13 +50,20 @@ def test_fast_p_of_nothing_is_an_error_not_zero():
     assert fast_p_counts([], 1.0).value is None
 
 
-def test_fast_p_table_has_every_threshold():
-    assert P_VALUES == (0.0, 0.5, 0.8, 1.0, 1.2, 1.5, 2.0)
-    table = fast_p_table([1.6, 1.0, None])
-    assert [f.p for f in table] == list(P_VALUES)
-    assert [f.numerator for f in table] == [2, 2, 2, 1, 1, 1, 0]
-    assert all(f.denominator == 3 for f in table)
-    assert table[3].to_dict() == {"p": 1.0, "numerator": 1, "denominator": 3, "value": pytest.approx(1 / 3)}
+def test_fast_p_table_has_a_row_per_threshold_in_order():
+    table = fast_p_table([1.6, 1.0, None], p_values=(0.0, 0.8, 1.0, 1.5, 2.0))
+    assert [(f.p, f.numerator, f.denominator) for f in table] == [
+        (0.0, 2, 3),
+        (0.8, 2, 3),
+        (1.0, 1, 3),  # strict '>': 1.0x is not faster
+        (1.5, 1, 3),
+        (2.0, 0, 3),
+    ]
+    assert table[2].to_dict() == {"p": 1.0, "numerator": 1, "denominator": 3, "value": pytest.approx(1 / 3)}
+    # the default thresholds: ascending, with fast_0 (correct at all) and fast_1 (KernelBench's headline)
+    default = fast_p_table([1.6, 1.0, None])
+    assert [f.p for f in default] == sorted(P_VALUES) and {0.0, 1.0} <= set(P_VALUES)
+    assert [f.numerator for f in default] == [int(f.p < 1.0) + int(f.p < 1.6) for f in default]
 
 
 def test_by_turn_by_hand_and_monotonic():

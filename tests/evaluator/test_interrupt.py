@@ -9,14 +9,30 @@ import tempfile
 import time
 from pathlib import Path
 
-CANDIDATES = Path(__file__).resolve().parent.parent / "candidates"
+import pytest
+
+HANG_CANDIDATE = """
+import pathlib
+
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        pathlib.Path("forward-started").touch()  # in the work directory: the test waits for it
+        while True:
+            pass
+"""
 HANG_REFERENCE = """
+import pathlib
+
 import torch
 import torch.nn as nn
 
 
 class Model(nn.Module):
     def forward(self, x):
+        pathlib.Path("forward-started").touch()  # in the work directory: the test waits for it
         while True:
             pass
 
@@ -47,7 +63,7 @@ def _interrupt_once_children_run(
     args: list[str], tmp_path: Path, sig: int, n_children: int = 1
 ) -> int | None:
     env = {**os.environ, "TMPDIR": str(tmp_path)}
-    cmd = [sys.executable, "-c", "from agent.cli import main; main()", *args]
+    cmd = [sys.executable, "-c", "from kb_agent.agent.cli import main; main()", *args]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while len(_children_in(tmp_path)) < n_children and time.monotonic() < deadline:
@@ -55,7 +71,10 @@ def _interrupt_once_children_run(
     assert len(_children_in(tmp_path)) >= n_children, (
         proc.stderr.read() if proc.poll() is not None else "no child"
     )
-    time.sleep(3.0)  # into the candidate's (or reference's) code
+    # into the candidate's (or reference's) code: its forward marks its work directory as it starts
+    while len(list(tmp_path.glob("kb-*/forward-started"))) < n_children:
+        assert time.monotonic() < deadline, "no evaluation reached the hanging forward"
+        time.sleep(0.1)
     t0 = time.monotonic()
     proc.send_signal(sig)
     rc = proc.wait(timeout=30)
@@ -71,14 +90,16 @@ def _interrupt_once_children_run(
 
 
 def test_sigterm_to_eval_kills_the_hanging_child(tmp_path):
-    args = ["eval", str(CANDIDATES / "hangs.py"), "-p", "toy/relu", "--device", "cpu"]
+    (tmp_path / "hangs.py").write_text(HANG_CANDIDATE)
+    args = ["eval", str(tmp_path / "hangs.py"), "-p", "toy/relu", "--device", "cpu"]
     assert _interrupt_once_children_run(args, tmp_path, signal.SIGTERM) == 143
 
 
 def test_a_sigkilled_eval_takes_its_hanging_child_with_it_and_the_next_sweeps_its_folder(
     tmp_path, monkeypatch
 ):
-    args = ["eval", str(CANDIDATES / "hangs.py"), "-p", "toy/relu", "--device", "cpu"]
+    (tmp_path / "hangs.py").write_text(HANG_CANDIDATE)
+    args = ["eval", str(tmp_path / "hangs.py"), "-p", "toy/relu", "--device", "cpu"]
     assert _interrupt_once_children_run(args, tmp_path, signal.SIGKILL) == -signal.SIGKILL
     # the killed command could not remove its work directory; the next evaluation's (here, in this
     # process, its first step) does, since the process named in it is gone
@@ -90,6 +111,7 @@ def test_a_sigkilled_eval_takes_its_hanging_child_with_it_and_the_next_sweeps_it
     assert not left.exists() and list(tmp_path.glob("kb-eval-*")) == [fresh]
 
 
+@pytest.mark.slow
 def test_sigterm_to_problems_check_with_jobs_kills_every_check(tmp_path):
     refs = tmp_path / "refs"
     refs.mkdir()

@@ -27,22 +27,25 @@ def get_init_inputs():
     return []
 """
 
+SLOW = pytest.mark.slow  # one child per reference: the default run keeps a flagged one and a failing one
+
 
 @pytest.mark.parametrize(
     "body, flags",
     [
-        ("torch.relu(x)", []),
-        ("self.drop(x)", ["nondeterministic"]),
+        pytest.param("torch.relu(x)", [], marks=SLOW),
+        pytest.param("self.drop(x)", ["nondeterministic"], marks=SLOW),  # default run: the report test
         ("torch.relu(x) * 1e-6", ["zeros_pass", "constant_pass"]),
-        ("torch.full_like(x, 2.0) + x * 1e-7", ["constant_pass"]),
-        (
-            "x.mean() + torch.zeros_like(x) + 2.0",
-            [],
-        ),  # the mean moves by ~0.005 between trials: no constant passes
-        ("x.sum()", []),  # a scalar output is not flagged by its own value
+        pytest.param("torch.full_like(x, 2.0) + x * 1e-7", ["constant_pass"], marks=SLOW),
+        # the mean moves by ~0.005 between trials: no constant passes
+        pytest.param("x.mean() + torch.zeros_like(x) + 2.0", [], marks=SLOW),
+        pytest.param("x.sum()", [], marks=SLOW),  # a scalar output is not flagged by its own value
         ("x @ torch.ones(3, 3)", ["reference_fails"]),
-        ("x * float('nan')", ["nonfinite_output"]),  # not "nondeterministic": NaN matches NaN between runs
-        ("1.0 / (x > 0.5).float()", []),  # Inf where x <= 0.5: an equal Inf matches, so nothing to flag
+        pytest.param(
+            "x * float('nan')", ["nonfinite_output"], marks=SLOW
+        ),  # not "nondeterministic": NaN matches NaN between runs
+        # Inf where x <= 0.5: an equal Inf matches, so nothing to flag
+        pytest.param("1.0 / (x > 0.5).float()", [], marks=SLOW),
     ],
 )
 def test_flags(tmp_path, body, flags):
@@ -71,6 +74,7 @@ def test_checks_are_stored_and_reported(tmp_path):
     assert "1_ref nondeterministic" in text and "1 of 1 checked" in text
 
 
+@pytest.mark.slow
 def test_a_check_of_another_source_under_the_same_name_is_not_reported(tmp_path):
     from kb_agent.agent.report import build_report, render_report_text
     from kb_agent.agent.store import Store

@@ -169,6 +169,13 @@ def test_strict_evaluation_runs_sandboxed_and_a_native_write_outside_fails(tmp_p
     assert "strict mode's sandbox: files may be written only in" in r.message
     assert not target.exists()
     assert r.strict["sandbox"]["landlock_abi"] >= 1
+
+
+@pytest.mark.slow
+def test_parity_mode_and_sandbox_false_let_the_native_write_through(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    target = tmp_path / "answers.pt"
+    src = native_write(target)
     # parity mode follows KernelBench, which has no sandbox; sandbox=False turns it off in strict mode
     for settings in (EvalSettings(device="cpu", strict=False, correctness_trials=1, timed_trials=2),
                      EvalSettings(device="cpu", sandbox=False, correctness_trials=1, timed_trials=2)):  # fmt: skip
@@ -177,6 +184,7 @@ def test_strict_evaluation_runs_sandboxed_and_a_native_write_outside_fails(tmp_p
         target.unlink()
 
 
+@pytest.mark.slow
 def test_eval_no_sandbox_flag_reaches_the_child(tmp_path, monkeypatch):
     from kb_agent.agent.cli import app
     from typer.testing import CliRunner
@@ -205,6 +213,7 @@ def test_choose_profile_probes_once_and_falls_back_to_wide_where_cuda_fails(tmp_
     assert choose_profile([str(tmp_path)], tmp_path) == "narrow"
 
 
+@pytest.mark.slow
 def test_a_denied_write_at_import_says_what_the_sandbox_allows(tmp_path):
     target = tmp_path / "my_ext_build"
     src = (
@@ -236,6 +245,7 @@ for path in (root + "/planted.so", *[d + "/planted.so" for d in glob.glob(root +
 """
 
 
+@pytest.mark.slow
 def test_a_candidate_cannot_poison_the_builds_of_other_sources(tmp_path, monkeypatch):
     """Found by a new-user pass: one shared build cache, writable by every candidate, let a candidate
     overwrite another source's extension (an honest C++ candidate then scored incorrect). Each source now
