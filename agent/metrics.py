@@ -7,13 +7,21 @@ problem and one sample): a trajectory scores its best correct speedup over its t
 a trajectory without a correct turn scores None, which counts in the denominator as a failure. With
 p = 0 the measure is the fraction correct.
 
+Every figure can be taken under two rules (RULES): `strict`, the evaluator's verdict, and `kernelbench`,
+KernelBench's rules alone, where a turn strict mode rejected counts by the status those rules gave it
+(often correct, with a speedup). Both count the same trajectories, so the two figures share their
+denominators and their difference is what strictness cost.
+
 A turn record is any mapping with `idx` (1-based turn index), `speedup` (reference time / candidate
-time) and either `correct` (truthy) or `status == "correct"`; the store's turn rows qualify.
+time), either `correct` (truthy) or `status == "correct"`, and for the `kernelbench` rules
+`parity_status`; the store's turn rows qualify.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -39,38 +47,81 @@ class FastP:
         return {**asdict(self), "value": self.value}
 
 
-def _is_correct(turn: Mapping[str, Any]) -> bool:
+RULES: tuple[str, ...] = ("strict", "kernelbench")
+"""How a turn is judged: `strict` (the evaluator's verdict, strict mode's rejections included) or
+`kernelbench` (KernelBench's rules alone: a turn strict mode rejected counts by its `parity_status`)."""
+
+
+def is_correct(turn: Mapping[str, Any], rules: str = "strict") -> bool:
+    """Whether a turn record counts as correct under `rules` (one of RULES).
+
+    `strict` reads `correct` (truthy) or else `status == "correct"`; `kernelbench` reads
+    `parity_status` (the store's column), falling back to the strict verdict where none was recorded.
+
+    Raises:
+        ValueError: `rules` is not one of RULES.
+    """
+    if rules == "kernelbench" and turn.get("parity_status") is not None:
+        return str(turn["parity_status"]) == "correct"
+    if rules not in RULES:
+        raise ValueError(f"rules {rules!r} is not one of {', '.join(RULES)}")
     if "correct" in turn and turn["correct"] is not None:
         return bool(turn["correct"])
     return str(turn.get("status")) == "correct"
 
 
-def best_speedup(turns: Iterable[Mapping[str, Any]], k: int | None = None) -> float | None:
+def counted_speedup(turn: Mapping[str, Any], rules: str = "strict") -> float | None:
+    """The speedup (reference time / candidate time) a turn scores with under `rules`, None when it
+    does not count (not correct, no measured speedup).
+
+    A trajectory's winner is re-timed in a fresh process when the trajectory ends (the winner's curse: the
+    best of several noisy measurements is biased upwards); a turn with a `retimed_speedup` counts with it,
+    and a turn whose re-evaluation was not correct (`retimed_status`) does not count at all; under
+    `kernelbench` a re-evaluation strict mode rejected keeps the turn's first figure.
+    """
+    if not is_correct(turn, rules):
+        return None
+    retimed = turn.get("retimed_status")
+    if retimed not in (None, "correct") and not (rules == "kernelbench" and retimed == "rejected"):
+        return None  # correct once, not again in a fresh process: no speedup to trust
+    s = turn["retimed_speedup"] if turn.get("retimed_speedup") is not None else turn.get("speedup")
+    if s is None or math.isnan(s):
+        return None
+    return float(s)
+
+
+def best_turn(
+    turns: Iterable[Mapping[str, Any]], k: int | None = None, rules: str = "strict"
+) -> Mapping[str, Any] | None:
+    """The turn record with the highest `counted_speedup` among those with idx <= k (the earliest on a
+    tie); None when no counted turn is correct with a measured speedup."""
+    best, best_s = None, None
+    for t in sorted(turns, key=lambda t: t["idx"]):
+        if k is not None and t["idx"] > k:
+            continue
+        s = counted_speedup(t, rules)
+        if s is not None and (best_s is None or s > best_s):
+            best, best_s = t, s
+    return best
+
+
+def best_speedup(
+    turns: Iterable[Mapping[str, Any]], k: int | None = None, rules: str = "strict"
+) -> float | None:
     """The best speedup (reference time / candidate time) among the correct turns with idx <= k.
 
     Args:
         turns: the trajectory's turn records, in any order.
         k: the last turn index counted; None counts every turn.
+        rules: `strict` or `kernelbench` (RULES): which verdict makes a turn correct.
 
-    A trajectory's winner is re-timed in a fresh process when the trajectory ends (the winner's curse: the
-    best of several noisy measurements is biased upwards); a turn with a `retimed_speedup` counts with it,
-    and a turn whose re-evaluation was not correct (`retimed_status`) does not count at all.
+    A re-timed turn counts with its re-timed figure (see `counted_speedup`).
 
     Returns:
         The highest speedup, or None when no counted turn is correct with a measured speedup.
     """
-    best = None
-    for t in turns:
-        if k is not None and t["idx"] > k:
-            continue
-        if t.get("retimed_status") not in (None, "correct"):
-            continue  # correct once, not again in a fresh process: no speedup to trust
-        s = t["retimed_speedup"] if t.get("retimed_speedup") is not None else t.get("speedup")
-        if not _is_correct(t) or s is None or math.isnan(s):
-            continue
-        if best is None or s > best:
-            best = float(s)
-    return best
+    t = best_turn(turns, k, rules)
+    return None if t is None else counted_speedup(t, rules)
 
 
 def fast_p_counts(best_speedups: Sequence[float | None], p: float) -> FastP:
@@ -108,6 +159,7 @@ def by_turn(
     trajectories: Sequence[Sequence[Mapping[str, Any]]],
     max_turn: int | None = None,
     p_values: Sequence[float] = P_VALUES,
+    rules: str = "strict",
 ) -> dict[int, list[FastP]]:
     """Best-of-trajectory fast_p up to turn k, for k = 1 .. K.
 
@@ -115,6 +167,7 @@ def by_turn(
         trajectories: one list of turn records per attempted trajectory.
         max_turn: K; default the highest turn index present (at least 1).
         p_values: the thresholds.
+        rules: `strict` or `kernelbench` (RULES).
 
     Returns:
         k -> fast_p table. A trajectory that ended before turn K keeps its best for larger k, so every
@@ -123,9 +176,47 @@ def by_turn(
     if max_turn is None:
         max_turn = max((t["idx"] for turns in trajectories for t in turns), default=1)
     return {
-        k: fast_p_table([best_speedup(turns, k) for turns in trajectories], p_values)
+        k: fast_p_table([best_speedup(turns, k, rules) for turns in trajectories], p_values)
         for k in range(1, max_turn + 1)
     }
 
 
-__all__ = ["P_VALUES", "FastP", "best_speedup", "by_turn", "fast_p", "fast_p_counts", "fast_p_table"]
+def rejections_by_check(turns: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """How many of `turns` strict mode rejected, per failed check: check name -> number of rejected turns
+    that failed it, most frequent first (a turn that failed several checks counts for each). A rejected
+    turn with no failed check recorded (forged result lines, a run before the checks were stored) counts
+    under "other".
+
+    A turn record here has `status` and `failed_checks` (a list of check names, as the store gives it).
+    """
+    counts: Counter[str] = Counter()
+    for t in turns:
+        if t.get("status") == "rejected":
+            counts.update(t.get("failed_checks") or ["other"])
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def share_summary(shares: Iterable[float | None]) -> dict[str, Any]:
+    """{"n", "median", "min", "max"} of the known values in `shares` (fractions 0..1; None skipped);
+    the figures are None when no value is known."""
+    known = sorted(float(x) for x in shares if x is not None)
+    if not known:
+        return {"n": 0, "median": None, "min": None, "max": None}
+    return {"n": len(known), "median": statistics.median(known), "min": known[0], "max": known[-1]}
+
+
+__all__ = [
+    "P_VALUES",
+    "RULES",
+    "FastP",
+    "best_speedup",
+    "best_turn",
+    "by_turn",
+    "counted_speedup",
+    "fast_p",
+    "fast_p_counts",
+    "fast_p_table",
+    "is_correct",
+    "rejections_by_check",
+    "share_summary",
+]

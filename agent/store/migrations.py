@@ -11,10 +11,11 @@ A migration, once released, is never edited: a change to the schema is a new mig
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 
-from kb_agent.agent.store.rows import now
+from kb_agent.agent.store.rows import now, verdict_columns
 from sqlite_utils import Database
 
 Migration = Callable[[Database], None]
@@ -177,6 +178,24 @@ def m007_turn_retime(db: Database) -> None:
     db["turns"].add_column("retimed_repro_speedup", float)
     db["turns"].add_column("retimed_status", str)
     db["turns"].add_column("retimed_json", str)
+
+
+@migration
+def m008_turn_verdicts(db: Database) -> None:
+    """`turns.parity_status`, `turns.failed_checks` and `turns.library_share` (see
+    `rows.verdict_columns`), so a report scores every turn under strict mode and under KernelBench's
+    rules, counts rejections per strict check and shows library shares without reading the JSON.
+    Turns already evaluated are filled from their stored `EvalResult`."""
+    db["turns"].add_column("parity_status", str)
+    db["turns"].add_column("failed_checks", str)  # JSON list of check names; NULL: strict mode did not run
+    db["turns"].add_column("library_share", float)
+    for row in list(db.query("SELECT id, status, eval_json FROM turns WHERE status IS NOT NULL")):
+        er = json.loads(row["eval_json"]) if row["eval_json"] else None
+        values = verdict_columns(row["status"], er)
+        db.execute(
+            "UPDATE turns SET parity_status = ?, failed_checks = ?, library_share = ? WHERE id = ?",
+            [values["parity_status"], values["failed_checks"], values["library_share"], row["id"]],
+        )
 
 
 MIGRATIONS: tuple[Migration, ...] = tuple(_registered)

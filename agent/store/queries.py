@@ -20,7 +20,7 @@ from typing import Any
 
 from kb_agent.agent.store.liveness import this_process
 from kb_agent.agent.store.migrations import migrate
-from kb_agent.agent.store.rows import decode, dumps, now
+from kb_agent.agent.store.rows import decode, dumps, now, verdict_columns
 from kb_agent.problems.errors import KBAgentError
 from kb_agent.problems.problem import Problem
 from sqlite_utils import Database
@@ -425,6 +425,7 @@ class Store:
                 "runtime_ms": er.get("runtime_ms"),
                 "ref_runtime_ms": er.get("ref_runtime_ms"),
                 "speedup": er.get("speedup"),
+                **verdict_columns(status, eval_result),
                 "eval_json": dumps(dict(eval_result) if eval_result is not None else None),
                 "feedback": feedback,
                 "evaluated_at": now(),
@@ -493,17 +494,24 @@ class Store:
 
     def turn_summaries(self, run_id: str) -> list[dict[str, Any]]:
         """Every turn of a run without the bulky columns (messages, response, code, JSON): trajectory_id,
-        idx, status, correct, speedup, retimed_speedup, retimed_repro_speedup, retimed_status, runtime_ms,
-        ref_runtime_ms, tokens_in, tokens_out, cost_usd, latency_s; ordered by trajectory then index. What reports and tables need."""
+        idx, status, correct, speedup, retimed_speedup, retimed_repro_speedup, retimed_status,
+        parity_status, failed_checks (a list, decoded; None when strict mode did not run), library_share,
+        runtime_ms, ref_runtime_ms, tokens_in, tokens_out, cost_usd, latency_s, has_code; ordered by
+        trajectory then index. What reports and tables need."""
         sql = """
             SELECT turns.trajectory_id, turns.idx, turns.status, turns.correct, turns.speedup,
                    turns.retimed_speedup, turns.retimed_repro_speedup, turns.retimed_status,
+                   turns.parity_status, turns.failed_checks, turns.library_share,
                    turns.runtime_ms, turns.ref_runtime_ms, turns.tokens_in, turns.tokens_out,
                    turns.cost_usd, turns.latency_s, turns.code IS NOT NULL AS has_code
             FROM turns JOIN trajectories t ON t.id = turns.trajectory_id
             WHERE t.run_id = ? ORDER BY turns.trajectory_id, turns.idx
         """
-        return list(self.db.query(sql, (run_id,)))
+        rows = [dict(r) for r in self.db.query(sql, (run_id,))]
+        for r in rows:
+            if r["failed_checks"] is not None:
+                r["failed_checks"] = json.loads(r["failed_checks"])
+        return rows
 
     # -- internals
 

@@ -1,4 +1,6 @@
-"""How values become column text in the store and back: timestamps, JSON columns, derived fields."""
+"""How values become column text in the store and back: timestamps, JSON columns, and the plain turn
+columns derived from an `EvalResult` (its verdict under KernelBench's rules, the strict checks it failed,
+its library share)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from kb_agent.agent.store.liveness import owner_gone
 JSON_COLUMNS = {
     "runs": ("config", "hardware", "versions"),
     "trajectories": ("problem_json",),
-    "turns": ("messages", "eval_json", "llm_json", "retimed_json"),
+    "turns": ("messages", "eval_json", "llm_json", "retimed_json", "failed_checks"),
 }
 
 
@@ -56,4 +58,50 @@ def decode(table: str, row: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-__all__ = ["JSON_COLUMNS", "decode", "dumps", "now"]
+def library_share(eval_result: Mapping[str, Any] | None) -> float | None:
+    """The fraction (0..1) of one forward's GPU kernel time spent in library kernels (PyTorch, cuBLAS,
+    cuDNN, ...) rather than the candidate's own, from an `EvalResult` dict; None when no GPU profile ran.
+
+    Read from, in order: `strict["library_share"]` (a record that gives it directly), the profile
+    (`1 - profile.custom_share`, when its kernels took any time), `1 - strict["custom_share"]`.
+    """
+    er = eval_result or {}
+    strict = er.get("strict") or {}
+    if strict.get("library_share") is not None:
+        return float(strict["library_share"])
+    profile = er.get("profile") or {}
+    if profile.get("custom_share") is not None and profile.get("total_us"):
+        return 1.0 - float(profile["custom_share"])
+    if strict.get("custom_share") is not None:
+        return 1.0 - float(strict["custom_share"])
+    return None
+
+
+def verdict_columns(status: str, eval_result: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The plain turn columns derived from a turn's status and its `EvalResult` dict.
+
+    Returns:
+        `parity_status`: the status under KernelBench's rules alone: the strict record's `parity_status`
+            when strict mode rejected the turn, else `status` itself (strict mode only ever adds
+            rejections);
+        `failed_checks`: JSON text, the names of the strict checks that failed (a list, empty when all
+            passed), NULL when strict mode did not run;
+        `library_share`: see `library_share`.
+    """
+    strict = (eval_result or {}).get("strict")
+    if not strict or strict.get("enabled") is False:
+        strict = None
+    parity = status
+    if status == "rejected" and strict is not None and strict.get("parity_status"):
+        parity = str(strict["parity_status"])
+    failed = None
+    if strict is not None:
+        failed = [name for name, c in (strict.get("checks") or {}).items() if not c.get("passed")]
+    return {
+        "parity_status": parity,
+        "failed_checks": dumps(failed),
+        "library_share": library_share(eval_result),
+    }
+
+
+__all__ = ["JSON_COLUMNS", "decode", "dumps", "library_share", "now", "verdict_columns"]

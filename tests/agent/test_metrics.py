@@ -1,5 +1,16 @@
 import pytest
-from kb_agent.agent.metrics import P_VALUES, best_speedup, by_turn, fast_p, fast_p_counts, fast_p_table
+from kb_agent.agent.metrics import (
+    P_VALUES,
+    best_speedup,
+    best_turn,
+    by_turn,
+    fast_p,
+    fast_p_counts,
+    fast_p_table,
+    is_correct,
+    rejections_by_check,
+    share_summary,
+)
 
 
 def turn(idx, status, speedup=None):
@@ -85,3 +96,76 @@ def test_by_turn_extends_to_a_given_budget():
     table = by_turn([B], max_turn=5)
     assert sorted(table) == [1, 2, 3, 4, 5]
     assert table[5][0].numerator == 1
+
+
+# ---------------------------------------------------------------- strict mode and KernelBench's rules
+
+
+def judged(idx, status, speedup=None, parity=None, failed=None, retimed_status=None, retimed_speedup=None):
+    """A turn record as the store gives it: strict `status`, KernelBench-rules `parity_status`."""
+    return {
+        **turn(idx, status, speedup),
+        "parity_status": parity or status,
+        "failed_checks": failed,
+        "retimed_status": retimed_status,
+        "retimed_speedup": retimed_speedup,
+    }
+
+
+# D: correct 1.1x at 1, then a library-assisted 1.8x that strict mode rejected (KernelBench: correct)
+# E: only a rejected 2.5x (KernelBench: correct), so no correct turn under strict mode
+# F: rejected and incorrect under KernelBench's rules too: counts under neither
+D = [
+    judged(1, "correct", 1.1, failed=[]),
+    judged(2, "rejected", 1.8, "correct", ["custom_kernels_do_the_work"]),
+]
+E = [judged(1, "rejected", 2.5, "correct", ["speed_of_light", "custom_kernels_do_the_work"])]
+F = [judged(1, "rejected", None, "incorrect", ["side_effects"])]
+
+
+def test_a_rejected_turn_counts_under_kernelbench_rules_only():
+    assert [best_speedup(t) for t in (D, E, F)] == [1.1, None, None]
+    assert [best_speedup(t, rules="kernelbench") for t in (D, E, F)] == [1.8, 2.5, None]
+    assert best_turn(D)["idx"] == 1 and best_turn(D, rules="kernelbench")["idx"] == 2
+    assert is_correct(E[0], "kernelbench") and not is_correct(E[0])
+    # a record without parity_status (no strict record) reads the same under both rules
+    assert is_correct(turn(1, "correct"), "kernelbench") and not is_correct(
+        turn(1, "rejected"), "kernelbench"
+    )
+    with pytest.raises(ValueError, match="rules"):
+        is_correct(turn(1, "correct"), "lenient")
+
+
+def test_strict_and_kernelbench_fast_p_share_their_denominator():
+    trajectories = [D, E, F, C]
+    strict = fast_p_table([best_speedup(t) for t in trajectories], (0.0, 1.0, 2.0))
+    kb = fast_p_table([best_speedup(t, rules="kernelbench") for t in trajectories], (0.0, 1.0, 2.0))
+    assert [(f.numerator, f.denominator) for f in strict] == [(1, 4), (1, 4), (0, 4)]
+    assert [(f.numerator, f.denominator) for f in kb] == [(2, 4), (2, 4), (1, 4)]
+    rows = by_turn(trajectories, rules="kernelbench", p_values=(1.0,))
+    assert [rows[k][0].numerator for k in sorted(rows)] == [2, 2, 2]  # E at turn 1, D at 1 (1.1x) then 2
+
+
+def test_a_re_timed_winner_under_each_rule():
+    # strict: a winner rejected when re-timed does not count; KernelBench's rules keep its first figure
+    t = [judged(1, "correct", 1.5, failed=[], retimed_status="rejected")]
+    assert best_speedup(t) is None and best_speedup(t, rules="kernelbench") == 1.5
+    # a winner incorrect when re-timed counts under neither; a correct re-time counts with its figure
+    assert best_speedup([judged(1, "correct", 1.5, retimed_status="incorrect")], rules="kernelbench") is None
+    assert best_speedup([judged(1, "correct", 1.5, retimed_status="correct", retimed_speedup=1.2)]) == 1.2
+
+
+def test_rejections_by_check_counts_rejected_turns_per_failed_check():
+    turns = [*D, *E, *F, judged(1, "rejected", None, "correct", None), judged(1, "incorrect", failed=["x"])]
+    assert rejections_by_check(turns) == {
+        "custom_kernels_do_the_work": 2,
+        "other": 1,  # rejected with no check recorded
+        "side_effects": 1,
+        "speed_of_light": 1,
+    }
+    assert rejections_by_check(A) == {}
+
+
+def test_share_summary():
+    assert share_summary([0.9, None, 0.1, 0.5]) == {"n": 3, "median": 0.5, "min": 0.1, "max": 0.9}
+    assert share_summary([None]) == {"n": 0, "median": None, "min": None, "max": None}

@@ -1,3 +1,4 @@
+import json
 import os
 import sqlite3
 import subprocess
@@ -399,3 +400,95 @@ def test_a_file_that_is_not_a_database_is_a_one_line_store_error(tmp_path):
         Store(bad)
     with pytest.raises(StoreError, match="is a folder"):
         Store(tmp_path)
+
+
+def strict_eval(status, parity_status, failed=(), custom_share=None, speedup=None):
+    """An EvalResult dict as strict mode records it: the checks, KernelBench's verdict, a GPU profile."""
+    checks = {"static": {"passed": True, "detail": ""}}
+    checks.update({name: {"passed": False, "detail": f"{name} failed"} for name in failed})
+    profile = (
+        None if custom_share is None else {"kernels": [], "total_us": 10.0, "custom_share": custom_share}
+    )
+    return {
+        **eval_dict(status, speedup),
+        "profile": profile,
+        "strict": {"enabled": True, "parity_status": parity_status, "checks": checks},
+    }
+
+
+def test_a_turn_records_its_kernelbench_status_failed_checks_and_library_share(store):
+    rid = store.create_run("r", {}, "m", "cuda", "fp32")
+    tid = store.create_trajectory(rid, RELU, 0)
+    cases = [
+        ("rejected", strict_eval("rejected", "correct", ["custom_kernels_do_the_work"], 0.02, 1.02)),
+        ("correct", strict_eval("correct", "correct", (), 0.75, 1.5)),
+        ("incorrect", strict_eval("incorrect", "incorrect", ["relative_error"])),
+        ("correct", eval_dict("correct", 1.2)),  # parity mode: no strict record, no profile
+        ("no_code", None),
+    ]
+    for i, (status, er) in enumerate(cases, start=1):
+        u = store.start_turn(tid, i, MESSAGES)
+        store.record_response(u, "x")
+        store.record_evaluation(u, code="x", status=status, eval_result=er, feedback="")
+    got = [
+        (t["status"], t["parity_status"], t["failed_checks"], t["library_share"]) for t in store.turns(tid)
+    ]
+    assert got == [
+        ("rejected", "correct", ["custom_kernels_do_the_work"], pytest.approx(0.98)),
+        ("correct", "correct", [], pytest.approx(0.25)),
+        ("incorrect", "incorrect", ["relative_error"], None),
+        ("correct", "correct", None, None),
+        ("no_code", "no_code", None, None),
+    ]
+    summaries = store.turn_summaries(rid)
+    assert [s["failed_checks"] for s in summaries] == [t[2] for t in got]
+    assert summaries[0]["library_share"] == pytest.approx(0.98)
+
+
+def test_library_share_is_read_from_the_strict_record_when_there_is_no_profile():
+    from kb_agent.agent.store.rows import library_share
+
+    assert library_share({"strict": {"custom_share": 0.3}}) == pytest.approx(0.7)
+    assert library_share({"strict": {"library_share": 0.4, "custom_share": 0.3}}) == 0.4
+    assert library_share({"profile": {"total_us": 0.0, "custom_share": 0.0}}) is None  # no GPU kernel ran
+    assert library_share(None) is None
+
+
+def test_a_database_at_m007_gets_its_turn_verdicts_filled_in(tmp_path):
+    path = tmp_path / "old.sqlite"
+    db = Database(path)
+    migrate(db, MIGRATIONS[:7])
+    db["runs"].insert(
+        {"id": "r-1", "name": "old", "created": "2026-01-01T00:00:00+00:00", "status": "finished"}
+    )
+    db["trajectories"].insert(
+        {
+            "id": 1,
+            "run_id": "r-1",
+            "problem_key": "toy/relu",
+            "problem_json": "{}",
+            "sample": 0,
+            "created": "x",
+        }
+    )
+    rows = [
+        ("rejected", strict_eval("rejected", "correct", ["speed_of_light"], 0.6, 3.0)),
+        ("correct", eval_dict("correct", 1.1)),
+        ("compile_error", None),
+        (None, None),  # never evaluated
+    ]
+    for i, (status, er) in enumerate(rows, start=1):
+        db["turns"].insert(
+            {"trajectory_id": 1, "idx": i, "messages": "[]", "created": "x", "status": status,
+             "eval_json": None if er is None else json.dumps(er)}
+        )  # fmt: skip
+    db.close()
+    with Store(path) as s:
+        assert s.applied_migrations()[-1] == "m008_turn_verdicts"
+        got = [(t["parity_status"], t["failed_checks"], t["library_share"]) for t in s.turns(1)]
+    assert got == [
+        ("correct", ["speed_of_light"], pytest.approx(0.4)),
+        ("correct", None, None),
+        ("compile_error", None, None),
+        (None, None, None),
+    ]
