@@ -495,6 +495,14 @@ def solve_cmd(
     ] = None,
     strict: StrictOpt = True,
     sandbox: SandboxOpt = True,
+    retime: Annotated[
+        bool,
+        typer.Option(
+            "--retime/--no-retime",
+            help="When a trajectory ends, re-time its best correct turn in a fresh process (the winner's "
+            "curse); fast_p uses the re-timed speedup.",
+        ),
+    ] = True,
     stage_limits: LimitsOpt = DEFAULT_LIMITS,
     db: DbOpt = DEFAULT_DB,
     dataset: DatasetOpt = None,
@@ -516,7 +524,7 @@ def solve_cmd(
         try:
             config = SolveConfig(turns=turns, context=context, samples=samples, precision=precision, device=device,
                                  backend=backend or ("triton" if device == "cpu" else "cuda"),
-                                 strict=strict, sandbox=sandbox, stage_limits=stage_limits,
+                                 strict=strict, sandbox=sandbox, retime_best=retime, stage_limits=stage_limits,
                                  token_budget=token_budget, cost_budget_usd=cost_budget, run_name=run_name)  # fmt: skip
             llm = LLMConfig(model=model, api_base=api_base, temperature=temperature, max_tokens=max_tokens,
                             reasoning_effort=reasoning_effort)  # fmt: skip

@@ -179,3 +179,14 @@ def test_the_readme_check_catches_drift():
         ("kb-agent report    --by-turn   # note", True),
         ("kb-agent runs list", False),
     ]
+
+
+def test_no_retime_reaches_the_stored_config(tmp_path):
+    from kb_agent.agent.store import Store
+
+    db = tmp_path / "kb.sqlite"
+    args = ["solve", "--problem", "toy/relu", "--turns", "1", "--model", "scripted/demo", "--device", "cpu"]
+    r = runner.invoke(app, [*args, "--no-retime", "--db", str(db)], env=WIDE)
+    assert r.exit_code == 0, r.output
+    with Store(db) as store:
+        assert store.latest_run()["config"]["retime_best"] is False

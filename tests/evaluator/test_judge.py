@@ -49,7 +49,9 @@ def test_processes_left_running_fail_the_processes_check_in_strict_mode_only():
 
 
 def test_the_childs_fate_comes_first():
-    assert judge("correct", "x", strict(), Fate("timeout", "the timing stage ran past")).status == Status.TIMEOUT
+    assert (
+        judge("correct", "x", strict(), Fate("timeout", "the timing stage ran past")).status == Status.TIMEOUT
+    )
     j = judge("correct", "x", strict(), Fate("memory", "too much"))
     assert (j.status, j.message) == (Status.RUNTIME_ERROR, "too much")
     j = judge(None, "", None, Fate("died", "killed by SIGSEGV"))
@@ -59,7 +61,9 @@ def test_the_childs_fate_comes_first():
 def test_forged_lines_reject_and_list_the_strict_failures_beside():
     j = judge("correct", "correct", strict("side_effects"), Fate("done", forged=3))
     assert j.status == Status.REJECTED
-    assert j.message.startswith("rejected: 3 message(s)") and "- side_effects: side_effects failed" in j.message
+    assert (
+        j.message.startswith("rejected: 3 message(s)") and "- side_effects: side_effects failed" in j.message
+    )
     # even when no valid outcome came at all: the channel was written by someone else
     assert judge(None, "", None, Fate("done", forged=1)).status == Status.REJECTED
 
