@@ -27,7 +27,7 @@ export PYTHONUNBUFFERED=1
 if command -v kb-agent >/dev/null 2>&1; then
   KB=(kb-agent)
 else
-  KB=("$PY" -c 'from agent.cli import main; main()')
+  KB=("$PY" -c 'from kb_agent.agent.cli import main; main()')
 fi
 
 if [ -z "${KB_DATASET:-}" ]; then
