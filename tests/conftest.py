@@ -64,3 +64,17 @@ def fake_llm():
 
     with FakeLLMServer() as srv:
         yield srv
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Leave no evaluation work directory in the temp dir: those of harness processes the tests killed
+    are swept (as the next evaluation would); one of this process's own is a leak and fails the run."""
+    import tempfile
+
+    from kb_agent.evaluator.workdir import PREFIXES, sweep_stale
+
+    sweep_stale()
+    own = [p for prefix in PREFIXES for p in Path(tempfile.gettempdir()).glob(f"{prefix}{os.getpid()}-*")]
+    if own and session.exitstatus == 0:
+        print(f"\nleft behind by an evaluation in this process: {', '.join(map(str, own))}")
+        session.exitstatus = 1

@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -28,8 +29,10 @@ def test_a_triton_candidate_where_cuda_was_asked_for_is_rejected_in_strict_mode(
     assert run("triton_relu", backend="cuda", strict=False).status == Status.CORRECT  # parity: recorded only
 
 
-def test_correct_triton_kernel():
+def test_correct_triton_kernel(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where its work directory goes
     r = run("triton_relu")
+    assert not list(tmp_path.glob("kb-eval-*"))  # removed when the evaluation ends
     assert r.status == Status.CORRECT, r.message
     assert r.backend == "triton" and r.compile.ok
     assert r.correctness.passed == r.correctness.trials == 5
