@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import math
+import os
 import re
+from collections.abc import Iterable
+from pathlib import Path
 
 from kb_agent.evaluator.result import CorrectnessInfo, EvalResult, ProfileInfo, Status, TrialResult
 from kb_agent.evaluator.settings import TOLERANCES
@@ -51,13 +54,61 @@ def initial_messages(
     return [{"role": "system", "content": render("system")}, {"role": "user", "content": task}]
 
 
-def feedback_for(result: EvalResult | None, *, no_code: bool = False, truncated: bool = False) -> str:
+# -- recipes ----------------------------------------------------------------------------------------------
+COMPONENTS = (
+    "compile_log",  # the first compiler errors, else the part of the log from the first error
+    "diff_stats",  # trials passed, and per failing trial the statistics and first mismatched elements
+    "diagnosis",  # per failing trial, one line naming the mismatch's pattern (TrialResult.diagnosis)
+    "map",  # a character map of where the first failing trial's output differs (TrialResult.mismatch_map)
+    "timing",  # yours vs the reference, mean ms per call, and the speedup
+    "profile",  # the torch.profiler table of the GPU kernels in one forward
+    "ncu",  # Nsight Compute per custom kernel; one line saying so when it was not run
+    "speed_of_light",  # % of peak memory bandwidth and compute (from Nsight Compute, when it ran)
+    "hints",  # the advice paragraph of each status (prompts/templates/hint_<status>.txt)
+)
+RECIPES = {
+    "minimal": ("compile_log", "diff_stats", "timing"),
+    "standard": ("compile_log", "diff_stats", "diagnosis", "timing", "profile", "hints"),
+    "full": COMPONENTS,
+}
+
+
+def parse_recipe(spec: str | Iterable[str]) -> frozenset[str]:
+    """The components a feedback recipe names: "minimal", "standard" or "full" (RECIPES), or a comma list of
+    components and recipes ("standard,map", "diff_stats,diagnosis"), whose union is taken.
+
+    Raises ValueError naming the unknown part and the choices."""
+    parts = [p.strip() for p in (spec.split(",") if isinstance(spec, str) else spec)]
+    chosen: set[str] = set()
+    for part in parts:
+        if part in RECIPES:
+            chosen.update(RECIPES[part])
+        elif part in COMPONENTS:
+            chosen.add(part)
+        else:
+            raise ValueError(
+                f"unknown feedback component {part!r}; give {', '.join(RECIPES)} or a comma list of: "
+                + ", ".join(COMPONENTS)
+            )
+    return frozenset(chosen)
+
+
+def feedback_for(
+    result: EvalResult | None,
+    *,
+    no_code: bool = False,
+    truncated: bool = False,
+    recipe: str | Iterable[str] = "standard",
+) -> str:
     """The feedback message for one turn.
 
     `no_code=True` (with `result` None): the reply held no code block defining `ModelNew`;
     `truncated=True` adds that the reply was cut off at the token limit. Otherwise the message
-    follows `result.status`. Raises ValueError when there is neither a result nor `no_code`.
+    follows `result.status`, with the components `recipe` names (`parse_recipe`; the verdict's message
+    and the closing instruction are always there). Raises ValueError when there is neither a result nor
+    `no_code`, or for an unknown recipe.
     """
+    parts = parse_recipe(recipe)
     if no_code or result is None:
         if not no_code:
             raise ValueError("feedback_for needs an EvalResult, or no_code=True")
@@ -69,47 +120,55 @@ def feedback_for(result: EvalResult | None, *, no_code: bool = False, truncated:
         )
         return render("feedback_no_code", truncated=note)
     status = Status(result.status)
+    kind = status.value
     if status == Status.COMPILE_ERROR:
-        return render("feedback_compile_error", errors=compile_summary(result))
-    if status == Status.RUNTIME_ERROR:
-        output = _tail(result.stderr or result.stdout, MAX_OUTPUT_CHARS)
-        if output and output.strip() in (result.message or ""):
-            output = ""
-        block = f"\nOutput of your module (the end):\n```\n{output.strip()}\n```\n" if output.strip() else ""
-        return render("feedback_runtime_error", message=_message(result), output=block)
-    if status == Status.TIMEOUT:
-        return render("feedback_timeout", message=_message(result))
-    if status == Status.INCORRECT:
-        return render("feedback_incorrect", summary=correctness_summary(result))
-    if status == Status.REJECTED:
+        sections = [compile_summary(result, log="compile_log" in parts)]
+    elif status == Status.RUNTIME_ERROR and cuda_unchecked(result):
+        kind, sections = "unchecked", [_message(result)]
+    elif status == Status.RUNTIME_ERROR:
+        sections = [_message(result), _output_block(result)]
+    elif status in (Status.TIMEOUT, Status.REJECTED):
+        sections = [_message(result)]
+    elif status == Status.INCORRECT:
+        sections = [correctness_summary(result, parts)]
+    else:
+        sections = [
+            timing_line(result) if "timing" in parts else "",
+            "GPU kernels in one forward of your module:\n" + profile_table(result.profile)
+            if "profile" in parts
+            else "",
+            ncu_summary(getattr(result, "ncu", None)) if "ncu" in parts else "",
+            speed_of_light(getattr(result, "ncu", None)) if "speed_of_light" in parts else "",
+        ]
+    if "hints" in parts and kind != "unchecked":
         backend = _BACKEND_NAMES.get(result.backend or "", "custom")
-        return render("feedback_rejected", message=_message(result), backend=backend)
-    return render(
-        "feedback_correct",
-        runtime_ms=_ms(result.runtime_ms),
-        ref_runtime_ms=_ms(result.ref_runtime_ms),
-        speedup=_speedup(result.speedup),
-        verdict=_verdict(result.speedup),
-        profile=profile_table(result.profile),
-    )
+        sections.append(render(f"hint_{kind}", backend=backend).strip())
+    body = "\n\n".join(s.strip("\n") for s in sections if s and s.strip())
+    return re.sub(r"\n{3,}", "\n\n", render(f"feedback_{kind}", body=body or "(no details)"))
 
 
 # -- pieces ---------------------------------------------------------------------------------------------
-def compile_summary(result: EvalResult) -> str:
-    """The first compiler errors (from `compile.errors`), else an excerpt of the compile log starting a
-    little before its first error line, else the result's message."""
+def compile_summary(result: EvalResult, log: bool = True) -> str:
+    """The result's message (less the lines that repeat the compiler errors below it), then, with `log`,
+    the first compiler errors (from `compile.errors`), else an excerpt of the compile log starting a
+    little before its first error line."""
     info = result.compile
     parts: list[str] = []
+    errors = [clean_paths(e.strip()) for e in info.errors]
     if result.message:
-        parts.append(result.message.strip())
-    if info.errors:
-        shown = [_clip(e.strip(), MAX_ERROR_CHARS) for e in info.errors[:MAX_COMPILE_ERRORS]]
-        more = len(info.errors) - len(shown)
+        repeated = {line.strip() for e in errors for line in e.splitlines() if line.strip()}
+        kept = [
+            line for line in clean_paths(result.message.strip()).splitlines() if line.strip() not in repeated
+        ]
+        parts.append("\n".join(kept).strip())
+    if log and errors:
+        shown = [_clip(e, MAX_ERROR_CHARS) for e in errors[:MAX_COMPILE_ERRORS]]
+        more = len(errors) - len(shown)
         lines = "\n".join(shown) + (f"\n... and {more} more errors" if more > 0 else "")
         parts.append(f"First errors:\n```\n{lines}\n```")
-    elif info.log.strip():
-        parts.append(f"Compiler output:\n```\n{trim_log(info.log, MAX_LOG_CHARS)}\n```")
-    return "\n\n".join(parts) or "The build failed without a message."
+    elif log and info.log.strip():
+        parts.append(f"Compiler output:\n```\n{trim_log(clean_paths(info.log), MAX_LOG_CHARS)}\n```")
+    return "\n\n".join(p for p in parts if p) or "The build failed without a message."
 
 
 def trim_log(log: str, max_chars: int = MAX_LOG_CHARS) -> str:
@@ -123,21 +182,34 @@ def trim_log(log: str, max_chars: int = MAX_LOG_CHARS) -> str:
     return text if len(text) <= max_chars else text[:max_chars].rstrip() + "\n[... trimmed]"
 
 
-def correctness_summary(result: EvalResult) -> str:
-    """What went wrong in the correctness trials: how many passed, and for the first failing trials the
-    shape/dtype problem or the value differences (max/mean abs diff, mismatch count and fraction, first
-    mismatched indices, NaN/Inf counts)."""
+def correctness_summary(result: EvalResult, recipe: Iterable[str] = RECIPES["standard"]) -> str:
+    """What went wrong in the correctness trials: how many passed (component diff_stats), and for each of
+    the first failing trials, numbered as the verdict numbers them ("trial 2 of 5"), its diagnosis
+    (component diagnosis), the shape/dtype problem or the value differences (diff_stats: max/mean abs
+    diff, mismatch count and fraction, first mismatched indices, NaN/Inf counts), and for the first one
+    the map of where it differs (map)."""
+    parts = set(recipe)
     c: CorrectnessInfo = result.correctness
     lines: list[str] = []
     if result.message:
-        lines.append(result.message.strip())
-    if c.trials:
+        lines.append(clean_paths(result.message.strip()))
+    if c.trials and "diff_stats" in parts:
         tol = f" (atol={_num(c.atol)}, rtol={_num(c.rtol)})" if c.atol is not None else ""
         lines.append(f"Passed {c.passed} of {c.trials} correctness trials{tol}.")
     failed = [t for t in c.results if not t.passed]
-    for t in failed[:MAX_FAILED_TRIALS]:
-        lines.append(f"- trial {t.trial}: {trial_line(t)}")
-    if len(failed) > MAX_FAILED_TRIALS:
+    for n, t in enumerate(failed[:MAX_FAILED_TRIALS]):
+        name = f"trial {t.trial + 1} of {c.trials}" if t.trial >= 0 and c.trials else "an extra trial"
+        detail = []
+        if "diagnosis" in parts and t.diagnosis:
+            detail.append(f"  Diagnosis: {t.diagnosis}")
+        if "diff_stats" in parts:
+            detail.append(f"  {trial_line(t)}")
+        if "map" in parts and t.mismatch_map and n == 0:
+            caption, *rows = t.mismatch_map
+            detail.append(f"  Where it differs ({caption}):\n```\n" + "\n".join(rows) + "\n```")
+        if detail:
+            lines.append(f"- {name}:\n" + "\n".join(detail))
+    if len(failed) > MAX_FAILED_TRIALS and "diff_stats" in parts:
         lines.append(f"- ... {len(failed) - MAX_FAILED_TRIALS} more failing trials")
     return "\n".join(lines) or "The output differs from the reference."
 
@@ -211,8 +283,95 @@ def profile_table(profile: ProfileInfo | None, limit: int = MAX_KERNELS) -> str:
     return table
 
 
+def timing_line(result: EvalResult) -> str:
+    """Timing (KernelBench parity, mean per call): yours and the reference's ms, the speedup, a verdict."""
+    return (
+        f"Timing (mean per call): yours {_ms(result.runtime_ms)} ms, the reference {_ms(result.ref_runtime_ms)} ms: "
+        f"speedup {_speedup(result.speedup)} ({_verdict(result.speedup)})."
+    )
+
+
+def ncu_summary(ncu: object | None) -> str:
+    """Nsight Compute's figures for the custom kernels, compactly; one line saying it was not run when
+    there are none (today: always; the profiling pass and its place in the EvalResult are to come, and this
+    is where they will be rendered)."""
+    if not ncu:
+        return "Nsight Compute: not run."
+    return f"Nsight Compute:\n{ncu}"
+
+
+def speed_of_light(ncu: object | None) -> str:
+    """Where the kernels sit on the roofline (% of peak DRAM bandwidth and of compute), from Nsight
+    Compute; "" when it was not run (its own line says so)."""
+    return ""
+
+
+def cuda_unchecked(result: EvalResult) -> bool:
+    """Whether a runtime error only says this machine cannot build or run CUDA (a CPU machine, torch without
+    CUDA, no driver), so that the candidate was never checked."""
+    return Status(result.status) == Status.RUNTIME_ERROR and bool(_NO_CUDA_HERE.search(result.message or ""))
+
+
+_NO_CUDA_HERE = re.compile(
+    r"this machine's torch has no CUDA|no CUDA-enabled torch and no nvcc|nvcc compile check could not finish|"
+    r"Found no NVIDIA driver|Torch not compiled with CUDA enabled"
+)
+# lines the evaluator's own tools print into the child's output (torch.profiler's Kineto: "USDT:2026-12-01
+# 20:23:10 23442:23442 SyncActivityProfilerHandler.cpp:52] profiler_start"; older torch: "STAGE:...")
+_HARNESS_LINE = re.compile(
+    r"^(?:USDT|STAGE):\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[^\n]*\.cpp:\d+\][^\n]*\n?", re.MULTILINE
+)
+
+
+def candidate_output(text: str) -> str:
+    """The candidate's stdout/stderr less the lines the evaluator's own profiler writes there."""
+    return _HARNESS_LINE.sub("", text or "")
+
+
+def _harness_prefixes() -> list[tuple[str, str]]:
+    roots = [(str(Path(__file__).resolve().parent.parent) + os.sep, "kb_agent/")]
+    try:
+        from kb_agent.evaluator.runner import default_build_root
+
+        roots.insert(0, (str(default_build_root()) + os.sep, "build/"))
+    except Exception:  # noqa: BLE001 - cleaning text must never fail a turn
+        pass
+    return roots
+
+
+_HARNESS_PATH = [
+    # the evaluation's work directory: <tmp>/kb-eval-<pid>-XXXX/candidate.py -> candidate.py
+    (re.compile(r"(?:/[^\s'\"():,]*)?/kb-(?:eval|check)-[^/\s'\"]+/"), ""),
+    # the build cache: .../kb-agent/build/<16 hex>/ -> build/
+    (re.compile(r"(?:/[^\s'\"():,]*)?/kb-agent/build/(?:[0-9a-f]{16}/)?"), "build/"),
+    # installed packages: .../site-packages/torch/nn/... -> torch/nn/...
+    (re.compile(r"(?:/[^\s'\"():,]*)?/(?:site|dist)-packages/"), ""),
+    # the standard library: /usr/lib/python3.11/x.py -> python3.11/x.py
+    (re.compile(r"(?:/[^\s'\"():,]*)?/lib/(python3\.\d+)/"), r"\1/"),
+]
+
+
+def clean_paths(text: str) -> str:
+    """`text` with the harness's own paths shortened: the evaluation's temp folder dropped, the build cache
+    as build/, installed packages from their package name, the standard library as python3.X/, this
+    project as kb_agent/. The model sees where in its own code or in torch an error is, not our disks."""
+    for prefix, short in _harness_prefixes():
+        text = text.replace(prefix, short)
+    for pattern, short in _HARNESS_PATH:
+        text = pattern.sub(short, text)
+    return text
+
+
+def _output_block(result: EvalResult) -> str:
+    output = clean_paths(_tail(candidate_output(result.stderr or result.stdout).strip(), MAX_OUTPUT_CHARS))
+    if not output.strip() or output.strip() in clean_paths(result.message or ""):
+        return ""
+    return f"Output of your module (the end):\n```\n{output.strip()}\n```"
+
+
 def _message(result: EvalResult) -> str:
-    return (result.message or "").strip() or f"The evaluator reported {result.status} without a message."
+    text = clean_paths((result.message or "").strip())
+    return text or f"The evaluator reported {result.status} without a message."
 
 
 def _tail(text: str, n: int) -> str:
@@ -251,10 +410,19 @@ def _verdict(speedup: float | None) -> str:
 
 
 __all__ = [
+    "COMPONENTS",
+    "RECIPES",
+    "candidate_output",
+    "clean_paths",
     "compile_summary",
     "correctness_summary",
+    "cuda_unchecked",
     "feedback_for",
     "initial_messages",
+    "ncu_summary",
+    "parse_recipe",
     "profile_table",
+    "speed_of_light",
+    "timing_line",
     "trim_log",
 ]

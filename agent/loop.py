@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kb_agent.agent.extract import extract_code
-from kb_agent.agent.feedback import feedback_for, initial_messages
+from kb_agent.agent.feedback import feedback_for, initial_messages, parse_recipe
 from kb_agent.agent.llm import LLM, LLMError, LLMReply
 from kb_agent.agent.store import Store, StoreError, running_elsewhere
 from kb_agent.evaluator import Evaluator
@@ -84,6 +84,9 @@ class SolveConfig:
     cost litellm cannot price count as 0. None: no limit."""
     run_name: str | None = None
     """A readable, unique name for the run; None lets the store make one from the model and the time."""
+    feedback: str = "standard"
+    """The feedback recipe: "minimal", "standard", "full" or a comma list of components
+    (`agent.feedback.parse_recipe`), so an ablation of the feedback is one setting."""
 
     def __post_init__(self) -> None:
         if self.turns < 1:
@@ -95,6 +98,7 @@ class SolveConfig:
         if self.backend not in BACKENDS:
             raise ValueError(f"unknown backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
         self.eval_settings()  # precision, device and stage limits: ValueError now, not at the first turn
+        parse_recipe(self.feedback)
 
     def eval_settings(self) -> EvalSettings:
         """The evaluator settings this config implies (backend, device, precision, strict, sandbox,
@@ -314,7 +318,8 @@ def _turns(ctx: _Run, traj_id: int, problem: Problem, sample: int) -> str:
 
         code = extract_code(reply.text)
         result = ctx.evaluator.evaluate(problem, code) if code is not None else None
-        feedback = feedback_for(result, no_code=result is None, truncated=reply.finish_reason == "length")
+        feedback = feedback_for(result, no_code=result is None, truncated=reply.finish_reason == "length",
+                                recipe=cfg.feedback)  # fmt: skip
         status = str(result.status) if result is not None else "no_code"
         store.record_evaluation(
             turn_id,

@@ -198,3 +198,190 @@ def test_initial_messages_rejects_unknown_backend_and_precision():
         initial_messages(PROBLEM, "auto", "gpu", "9.0", "fp32")
     with pytest.raises(ValueError, match="precision"):
         initial_messages(PROBLEM, "cuda", "gpu", "9.0", "fp8")
+
+
+# -- defects of the old feedback, each with the input that showed it -------------------------------------
+def _incorrect(**trial) -> EvalResult:
+    t = TrialResult(trial=0, seed=7, passed=False, problem="values", mismatched=1, numel=16, **trial)
+    return EvalResult(
+        Status.INCORRECT,
+        message="output mismatch in correctness trial 1 of 5 (values)",
+        correctness=CorrectnessInfo(trials=5, passed=0, atol=1e-4, rtol=1e-4, results=[t]),
+    )
+
+
+def test_a_trial_is_numbered_as_the_verdict_numbers_it():
+    text = feedback_for(_incorrect())
+    assert "correctness trial 1 of 5" in text and "- trial 1 of 5:" in text
+    assert "trial 0" not in text
+
+
+def test_the_evaluators_profiler_lines_are_not_the_candidates_output():
+    stderr = (
+        "USDT:2026-12-01 20:23:10 23442:23442 SyncActivityProfilerHandler.cpp:52] profiler_start\n"
+        "my own debug line\n"
+        "USDT:2026-12-01 20:23:10 23442:23442 SyncActivityProfilerHandler.cpp:59] profiler_stop\n"
+        "STAGE:2024-05-01 10:00:00 1:1 ActivityProfilerController.cpp:314] Completed Stage: Warm Up\n"
+    )
+    text = feedback_for(EvalResult(Status.RUNTIME_ERROR, message="RuntimeError: boom", stderr=stderr))
+    assert "my own debug line" in text
+    assert "USDT" not in text and "profiler_start" not in text and "STAGE:" not in text
+    only_ours = feedback_for(
+        EvalResult(Status.RUNTIME_ERROR, message="RuntimeError: boom", stderr=stderr[:88])
+    )
+    assert "Output of your module" not in only_ours
+
+
+def test_cuda_compile_errors_are_shown_once():
+    errors = [
+        'cuda.cu(12): error: identifier "blockDimx" is undefined\n    > int i = blockDimx.x;',
+        'cuda.cu(20): error: expected a ";"',
+    ]
+    # the build stage's message repeats the parsed errors (evaluator/stages/build.py)
+    r = EvalResult(
+        Status.COMPILE_ERROR,
+        message="compilation failed:\n" + "\n".join(errors),
+        compile=CompileInfo(ok=False, errors=errors),
+    )
+    text = feedback_for(r)
+    assert text.count('identifier "blockDimx" is undefined') == 1
+    assert text.count("int i = blockDimx.x;") == 1 and text.count('expected a ";"') == 1
+    assert "compilation failed:" in text
+
+
+def test_a_cuda_candidate_that_cannot_run_here_is_not_told_to_fix_out_of_bounds_accesses():
+    message = (
+        "this machine's torch has no CUDA: the CUDA sources passed an nvcc compile check (sm_90) but cannot "
+        "be built into a module or run here"
+    )
+    r = EvalResult(Status.RUNTIME_ERROR, message=message, backend="cuda", device="cpu")
+    text = feedback_for(r)
+    assert "could not be checked here" in text and message in text
+    assert "running it failed" not in text and "out-of-bounds" not in text
+    assert "Answer with the whole module" in text.strip().splitlines()[-1]
+    driverless = EvalResult(
+        Status.RUNTIME_ERROR, message="RuntimeError: Found no NVIDIA driver on your system."
+    )
+    assert "could not be checked here" in feedback_for(driverless)
+    real = feedback_for(EvalResult(Status.RUNTIME_ERROR, message="CUDA error: an illegal memory access"))
+    assert "running it failed" in real and "out-of-bounds" in real
+
+
+def test_harness_paths_are_stripped_from_messages_output_and_logs():
+    from kb_agent.agent.feedback import clean_paths
+
+    trace = (
+        'File "/tmp/kb-eval-4242-a1b2c3d4/candidate.py", line 9, in forward\n'
+        '  File "/home/u/proj/.venv/lib/python3.11/site-packages/torch/nn/modules/module.py", line 1751\n'
+        '  File "/usr/lib/python3.11/importlib/__init__.py", line 126\n'
+        "/home/u/.cache/kb-agent/build/0123456789abcdef/relu_ext/cuda.cu(4): error: bad\n"
+    )
+    cleaned = clean_paths(trace)
+    assert 'File "candidate.py", line 9' in cleaned
+    assert 'File "torch/nn/modules/module.py"' in cleaned
+    assert 'File "python3.11/importlib/__init__.py"' in cleaned
+    assert "build/relu_ext/cuda.cu(4): error: bad" in cleaned
+    assert "/tmp/" not in cleaned and "/home/" not in cleaned and "site-packages" not in cleaned
+    r = EvalResult(
+        Status.RUNTIME_ERROR,
+        message="an exception while running correctness trial 1:\n" + trace,
+        stderr=trace,
+    )
+    text = feedback_for(r)
+    assert "kb-eval-" not in text and "site-packages" not in text and "candidate.py" in text
+    c = EvalResult(Status.COMPILE_ERROR, compile=CompileInfo(ok=False, log=trace))
+    assert "kb-agent/build" not in feedback_for(c) and "build/relu_ext/cuda.cu" in feedback_for(c)
+
+
+# -- recipes -----------------------------------------------------------------------------------------------
+def _diagnosed() -> EvalResult:
+    r = _incorrect(
+        max_abs_diff=1.0,
+        diagnosis="a constant offset: your values are the reference's + 1; the wrong elements: one element",
+        mismatch_map=[
+            "4 rows (dim 0) x 4 columns (dim 1); one cell ~ 1 x 1 elements",
+            "#...",
+            "....",
+            "....",
+            "....",
+        ],
+    )
+    return r
+
+
+def _correct() -> EvalResult:
+    kernels = [KernelRow("relu_kernel", 1, 10.0, 10.0, 1.0, True)]
+    return EvalResult(
+        Status.CORRECT, speedup=1.5, runtime_ms=1.0, ref_runtime_ms=1.5,
+        profile=ProfileInfo(kernels=kernels, total_us=10.0, custom_kernel_ran=True, custom_share=1.0),
+    )  # fmt: skip
+
+
+def test_the_diagnosis_comes_before_the_statistics_and_the_map_only_in_full():
+    standard = feedback_for(_diagnosed())
+    assert "Diagnosis: a constant offset" in standard
+    assert standard.index("Diagnosis:") < standard.index("max abs diff 1")
+    assert "Where it differs" not in standard
+    full = feedback_for(_diagnosed(), recipe="full")
+    assert "Where it differs (4 rows (dim 0) x 4 columns (dim 1)" in full and "#...\n....\n" in full
+    minimal = feedback_for(_diagnosed(), recipe="minimal")
+    assert "Diagnosis" not in minimal and "max abs diff 1" in minimal and "Find the bug" not in minimal
+
+
+def test_recipes_choose_components_for_a_correct_result():
+    standard = feedback_for(_correct())
+    assert "speedup 1.50x" in standard and "relu_kernel" in standard and "Make it faster" in standard
+    assert "Nsight Compute" not in standard
+    full = feedback_for(_correct(), recipe="full")
+    assert "Nsight Compute: not run." in full and "relu_kernel" in full
+    minimal = feedback_for(_correct(), recipe="minimal")
+    assert "speedup 1.50x" in minimal and "relu_kernel" not in minimal and "Make it faster" not in minimal
+    only = feedback_for(_correct(), recipe="profile,ncu")
+    assert "speedup" not in only and "relu_kernel" in only and "Nsight Compute: not run." in only
+    assert feedback_for(_correct(), recipe=["timing"]) == feedback_for(_correct(), recipe="timing")
+    for recipe in ("minimal", "standard", "full", "ncu"):
+        last = feedback_for(_correct(), recipe=recipe).strip().splitlines()[-1]
+        assert NEXT_STEP in last, recipe
+
+
+def test_compile_log_component_and_unknown_recipe():
+    r = EvalResult(
+        Status.COMPILE_ERROR, message="compilation failed", compile=CompileInfo(ok=False, errors=["e1"])
+    )
+    assert "First errors" in feedback_for(r, recipe="minimal")
+    assert "First errors" not in feedback_for(r, recipe="hints") and "compilation failed" in feedback_for(
+        r, recipe="hints"
+    )
+    from kb_agent.agent.feedback import COMPONENTS, RECIPES, parse_recipe
+
+    assert parse_recipe("full") == frozenset(COMPONENTS) and set(RECIPES["minimal"]) < set(
+        RECIPES["standard"]
+    )
+    assert parse_recipe("standard,map") == frozenset(RECIPES["standard"]) | {"map"}
+    with pytest.raises(
+        ValueError, match=r"unknown feedback component 'profiler'; give minimal, standard, full"
+    ):
+        parse_recipe("standard,profiler")
+
+
+def test_a_run_stores_its_recipe_and_its_turns_get_that_feedback(tmp_path):
+    from kb_agent.agent.llm import ScriptedModel
+    from kb_agent.agent.loop import SolveConfig, solve
+    from kb_agent.agent.store import Store
+    from kb_agent.evaluator.fake import ScriptedEvaluator, canned
+    from kb_agent.problems import resolve
+
+    with pytest.raises(ValueError, match="unknown feedback component 'loud'"):
+        SolveConfig(feedback="loud")
+    reply = "```python\nimport torch\n\nclass ModelNew(torch.nn.Module):\n    pass\n```\n"
+    store = Store(tmp_path / "kb.sqlite")
+    try:
+        config = SolveConfig(turns=1, gpu_name="NVIDIA H100 80GB HBM3", arch="9.0", feedback="minimal")
+        run_id = solve(resolve("toy")[:1], config, ScriptedModel([reply]), ScriptedEvaluator([canned("correct", 1.5)]),
+                       store)  # fmt: skip
+        assert store.get_run(run_id)["config"]["feedback"] == "minimal"
+        (traj,) = store.trajectories(run_id)
+        (turn,) = store.turns(traj["id"])
+        assert "speedup 1.50x" in turn["feedback"] and "Make it faster" not in turn["feedback"]
+    finally:
+        store.close()

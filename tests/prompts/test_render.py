@@ -1,22 +1,26 @@
 import pytest
 from kb_agent.prompts import PromptError, example_parts, placeholders, render, template_names, template_text
 
-FEEDBACK_KINDS = ["compile_error", "runtime_error", "timeout", "incorrect", "rejected", "correct", "no_code"]
+FEEDBACK_KINDS = [
+    "compile_error", "runtime_error", "timeout", "incorrect", "rejected", "correct", "no_code", "unchecked"
+]  # fmt: skip
+HINT_KINDS = ["compile_error", "runtime_error", "timeout", "incorrect", "rejected", "correct"]
 
 
 def test_every_expected_template_exists():
     names = set(template_names())
     assert {"system", "task_cuda", "task_triton"} <= names
     assert {f"feedback_{k}" for k in FEEDBACK_KINDS} <= names
+    assert {f"hint_{k}" for k in HINT_KINDS} <= names
 
 
 def test_missing_variable_names_template_and_variable():
-    with pytest.raises(PromptError, match=r"'feedback_timeout'.*'message'"):
+    with pytest.raises(PromptError, match=r"'feedback_timeout'.*'body'"):
         render("feedback_timeout")
 
 
 def test_extra_variables_are_fine_and_values_are_not_reparsed():
-    text = render("feedback_timeout", message="costs $5 and ${x}", unused=1)
+    text = render("feedback_timeout", body="costs $5 and ${x}", unused=1)
     assert "costs $5 and ${x}" in text
 
 
@@ -27,7 +31,14 @@ def test_name_with_or_without_suffix_and_unknown_template():
 
 
 @pytest.mark.parametrize(
-    "name", ["system", "task_cuda", "task_triton", *(f"feedback_{k}" for k in FEEDBACK_KINDS)]
+    "name",
+    [
+        "system",
+        "task_cuda",
+        "task_triton",
+        *(f"feedback_{k}" for k in FEEDBACK_KINDS),
+        *(f"hint_{k}" for k in HINT_KINDS),
+    ],
 )
 def test_each_template_renders_with_its_placeholders(name):
     values = {var: f"<{var}>" for var in placeholders(name)}
