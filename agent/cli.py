@@ -504,6 +504,9 @@ def solve_cmd(
         ),
     ] = True,
     stage_limits: LimitsOpt = DEFAULT_LIMITS,
+    feedback: Annotated[
+        str, typer.Option(help="Feedback recipe: minimal, standard, full, or a comma list of components.")
+    ] = "standard",
     db: DbOpt = DEFAULT_DB,
     dataset: DatasetOpt = None,
 ) -> None:
@@ -525,7 +528,8 @@ def solve_cmd(
             config = SolveConfig(turns=turns, context=context, samples=samples, precision=precision, device=device,
                                  backend=backend or ("triton" if device == "cpu" else "cuda"),
                                  strict=strict, sandbox=sandbox, retime_best=retime, stage_limits=stage_limits,
-                                 token_budget=token_budget, cost_budget_usd=cost_budget, run_name=run_name)  # fmt: skip
+                                 token_budget=token_budget, cost_budget_usd=cost_budget, run_name=run_name,
+                                 feedback=feedback)  # fmt: skip
             llm = LLMConfig(model=model, api_base=api_base, temperature=temperature, max_tokens=max_tokens,
                             reasoning_effort=reasoning_effort)  # fmt: skip
         except ValueError as e:

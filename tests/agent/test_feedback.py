@@ -385,3 +385,21 @@ def test_a_run_stores_its_recipe_and_its_turns_get_that_feedback(tmp_path):
         assert "speedup 1.50x" in turn["feedback"] and "Make it faster" not in turn["feedback"]
     finally:
         store.close()
+
+
+def test_solve_takes_a_feedback_recipe_and_refuses_an_unknown_one_in_one_line(tmp_path):
+    from kb_agent.agent.cli import app
+    from kb_agent.agent.store import Store
+    from typer.testing import CliRunner
+
+    args = ["solve", "--problem", "toy/relu", "--model", "scripted/demo", "--device", "cpu", "--turns", "1",
+            "--db", str(tmp_path / "kb.sqlite"), "--run-name", "fb"]  # fmt: skip
+    bad = CliRunner().invoke(app, [*args, "--feedback", "standard,loud"])
+    assert bad.exit_code != 0 and "unknown feedback component 'loud'" in bad.output + str(bad.exception)
+    ok = CliRunner().invoke(app, [*args, "--feedback", "diff_stats,timing"])
+    assert ok.exit_code == 0, ok.output
+    store = Store(tmp_path / "kb.sqlite")
+    try:
+        assert store.get_run("fb")["config"]["feedback"] == "diff_stats,timing"
+    finally:
+        store.close()
