@@ -25,6 +25,7 @@ _OWN_MODULES = {
     "kb_agent.evaluator.context",
     "kb_agent.evaluator.strict",
     "kb_agent.evaluator.compare",
+    "kb_agent.evaluator.diagnosis",
     "kb_agent.evaluator.timing",
     "kb_agent.evaluator.thresholds",
     "kb_agent.evaluator.stages.build",
@@ -57,6 +58,7 @@ def run(ev) -> None:
     wrapper.install()
     # the evaluator's own modules are imported (and bind what they use) before any candidate code runs
     import kb_agent.evaluator.compare
+    import kb_agent.evaluator.diagnosis
     import kb_agent.evaluator.profile
     import kb_agent.evaluator.stages.correctness
     import kb_agent.evaluator.stages.strict_trials
