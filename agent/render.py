@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kb_agent.agent.feedback import trial_line
+from kb_agent.agent.store.rows import verdict_columns
 from kb_agent.evaluator.result import EvalResult, Status, TimingStats
 from rich.console import Group
 from rich.table import Table
@@ -36,6 +37,16 @@ def eval_summary(r: EvalResult) -> Group:
     parts.append(head)
     if r.status != Status.CORRECT:
         parts.append(Text(r.message))
+    verdict = verdict_columns(str(r.status), r.to_dict())
+    if verdict["parity_status"] != str(r.status):
+        speedup = (
+            f" ({r.timing.speedup:.3f}x)"
+            if verdict["parity_status"] == "correct" and r.timing.speedup
+            else ""
+        )
+        parts.append(
+            Text(f"under KernelBench's rules alone: {verdict['parity_status']}{speedup}", style="bold")
+        )
     c = r.correctness
     if c.results:
         parts.append(Text(f"correctness: {c.passed}/{c.trials} trials passed (atol {c.atol}, rtol {c.rtol})"))
@@ -62,7 +73,9 @@ def eval_summary(r: EvalResult) -> Group:
             )
         parts.append(table)
     if r.profile and r.profile.kernels:
-        table = Table("kernel", "calls", "total µs", "share", "custom", title="GPU kernels in one forward")
+        share = verdict["library_share"]
+        title = "GPU kernels in one forward" + ("" if share is None else f" (library share {share:.0%})")
+        table = Table("kernel", "calls", "total µs", "share", "custom", title=title)
         for k in r.profile.kernels[:10]:
             table.add_row(
                 k.name[:90], str(k.calls), f"{k.total_us:.1f}", f"{k.share:.0%}", "yes" if k.custom else ""

@@ -18,18 +18,25 @@ def problem(pid):
 
 
 def add_run(store, name, scripts, *, gpu="NVIDIA H100", precision="fp32", outcome="turn_budget", level=1):
-    """One run; `scripts` holds, per problem, a list of (status, speedup) per turn."""
+    """One run; `scripts` holds, per problem, a list of (status, speedup) per turn, or (status, speedup,
+    EvalResult dict) where the stored result matters (strict mode's record, a profile)."""
     rid = store.create_run(name, {"turns": 3}, "openai/gpt-4o", "cuda", precision, {"kb-agent": "0"})
     if gpu:
         store.set_run_hardware(rid, {"gpu_name": gpu})
     for pid, script in enumerate(scripts, start=1):
         p = Problem(level, pid, f"{pid}_Op", "import torch\n", "test")
         tid = store.create_trajectory(rid, p, 0)
-        for i, (status, speedup) in enumerate(script, start=1):
+        for i, (status, speedup, *stored) in enumerate(script, start=1):
             u = store.start_turn(tid, i, [{"role": "user", "content": "go"}])
             store.record_response(u, "reply", tokens_in=1000, tokens_out=200, cost_usd=0.02, latency_s=1.0)
             code = None if status == "no_code" else f"# problem {pid} turn {i}\nclass ModelNew: ...\n"
-            er = None if status == "no_code" else {"status": status, "speedup": speedup}
+            er = (
+                stored[0]
+                if stored
+                else None
+                if status == "no_code"
+                else {"status": status, "speedup": speedup}
+            )
             store.record_evaluation(u, code=code, status=status, eval_result=er, feedback="")
         if outcome:
             store.finish_trajectory(tid, outcome)
@@ -77,10 +84,25 @@ def test_report_figures_by_hand(store):
 def test_text_report_prints_denominator_level_and_gpu(store):
     add_run(store, "a", SCRIPTS)
     text = render_report_text(build_report(store, ["a"], by_turn=True))
-    assert "fast_1.0 = 0.333 (1/3)" in text
-    assert "fast_0.0 = 0.667 (2/3)" in text
+    assert row(text, "fast_1.0") == [
+        "fast_1.0",
+        "0.333",
+        "(1/3)",
+        "0.333",
+        "(1/3)",
+    ]  # strict, KernelBench rules
+    assert row(text, "fast_0.0") == ["fast_0.0", "0.667", "(2/3)", "0.667", "(2/3)"]
     assert "level: 1" in text and "GPU: NVIDIA H100" in text
     assert "0.333 (1/3)" in text.split("fast_p by turn k")[1]
+    # no strict record in these results: the report says both columns follow KernelBench's rules
+    assert "strict mode: off (parity mode)" in text
+
+
+def row(text, first, after=None):
+    """The words of the first line of `text` (after the line holding `after`) that starts with `first`."""
+    if after is not None:
+        text = text.split(after, 1)[1]
+    return next(line.split() for line in text.splitlines() if line.strip().startswith(first))
 
 
 def test_unknown_gpu_is_said_so(store):
@@ -184,8 +206,8 @@ def test_cli_report_plain_when_piped(store):
     add_run(store, "a", SCRIPTS)
     r = runner.invoke(app, ["report", "--by-turn"])
     assert r.exit_code == 0, r.output
-    assert "fast_1.0 = 0.333 (1/3)" in r.output and "GPU: NVIDIA H100" in r.output
-    assert "fast_p by turn k" in r.output
+    assert row(r.output, "fast_1.0")[1:3] == ["0.333", "(1/3)"] and "GPU: NVIDIA H100" in r.output
+    assert "fast_p by turn k (best correct turn up to k), strict:" in r.output
 
 
 def test_cli_report_json_and_db_option(store, tmp_path):
@@ -244,3 +266,146 @@ def test_cli_missing_database_is_exit_2_and_creates_nothing(tmp_path):
     r = _kb_agent("report", env_db=missing)
     assert r.returncode == 2 and "no trajectory store" in r.stderr
     assert not missing.parent.exists()
+
+
+# ---------------------------------------------------------------- strict mode and KernelBench's rules
+
+
+def strict_eval(status, parity, speedup=None, failed=(), library=None):
+    """An EvalResult dict as strict mode stores it: the checks, KernelBench's verdict, a GPU profile."""
+    checks = {"static": {"passed": True, "detail": ""}}
+    checks.update({name: {"passed": False, "detail": f"{name} failed"} for name in failed})
+    profile = None if library is None else {"kernels": [], "total_us": 40.0, "custom_share": 1.0 - library}
+    return {"status": status, "speedup": speedup, "profile": profile,
+            "strict": {"enabled": True, "parity_status": parity, "checks": checks}}  # fmt: skip
+
+
+def turn_(status, speedup=None, parity=None, failed=(), library=None):
+    return (status, speedup, strict_eval(status, parity or status, speedup, failed, library))
+
+
+# problem 1: an honest 1.1x (library share 10%), then a cuBLAS GEMM with a fused epilogue at 1.8x that
+#   strict mode rejected (KernelBench: correct, library share 98%)
+# problem 2: only a 2.5x rejected on two checks (KernelBench: correct, library share 60%)
+# problem 3: a compile error, then a correct 0.7x written all in custom kernels (library share 0%)
+# problem 4: rejected for side effects and incorrect under KernelBench's rules too
+STRICT_SCRIPTS = [
+    [
+        turn_("correct", 1.1, library=0.1),
+        turn_("rejected", 1.8, "correct", ["custom_kernels_do_the_work"], 0.98),
+    ],
+    [turn_("rejected", 2.5, "correct", ["speed_of_light", "custom_kernels_do_the_work"], 0.6)],
+    [turn_("compile_error"), turn_("correct", 0.7, library=0.0)],
+    [turn_("rejected", None, "incorrect", ["side_effects"])],
+]
+
+
+def fast_kb(section, p):
+    (f,) = [f for f in section["fast_p_kernelbench"] if f["p"] == p]
+    return f
+
+
+def test_strict_and_kernelbench_fast_p_side_by_side_with_the_same_denominators(store):
+    add_run(store, "s", STRICT_SCRIPTS)
+    (s,) = build_report(store, ["s"], by_turn=True)["runs"]
+    strict = [(fast(s, p)["numerator"], fast(s, p)["denominator"]) for p in (0.0, 1.0, 1.5, 2.0)]
+    kb = [(fast_kb(s, p)["numerator"], fast_kb(s, p)["denominator"]) for p in (0.0, 1.0, 1.5, 2.0)]
+    assert strict == [(2, 4), (1, 4), (0, 4), (0, 4)]
+    assert kb == [(3, 4), (2, 4), (2, 4), (1, 4)]
+    # the same for every threshold and for every k of the by-turn table
+    assert {f["denominator"] for f in s["fast_p"] + s["fast_p_kernelbench"]} == {4}
+    (k1, k2) = s["by_turn"]
+    assert (k1["fast_p"][3]["numerator"], k1["fast_p_kernelbench"][3]["numerator"]) == (1, 2)  # fast_1.0
+    assert (k2["fast_p"][6]["numerator"], k2["fast_p_kernelbench"][6]["numerator"]) == (0, 1)  # fast_2.0
+    assert {f["denominator"] for r in s["by_turn"] for f in r["fast_p"] + r["fast_p_kernelbench"]} == {4}
+
+    text = render_report_text(build_report(store, ["s"], by_turn=True))
+    assert row(text, "strict", after="the same for both):") == ["strict", "KernelBench", "rules"]
+    assert row(text, "fast_1.5") == ["fast_1.5", "0.000", "(0/4)", "0.500", "(2/4)"]
+    assert row(text, "1", after="up to k), strict:")[7:9] == ["0.250", "(1/4)"]  # fast_1.0 at k = 1
+    assert row(text, "1", after="up to k), KernelBench rules:")[7:9] == ["0.500", "(2/4)"]
+
+
+def test_rejections_per_check_and_what_they_cost(store):
+    add_run(store, "s", STRICT_SCRIPTS)
+    (s,) = build_report(store, ["s"])["runs"]
+    assert s["strict"] == {
+        "evaluated_turns": 6,
+        "strict_turns": 6,
+        "rejected_turns": 3,
+        "rejected_correct_under_kernelbench": 2,
+        "rejections_by_check": {"custom_kernels_do_the_work": 2, "side_effects": 1, "speed_of_light": 1},
+    }
+    text = render_report_text(build_report(store, ["s"]))
+    assert "strict mode: on; 3 turn(s) rejected, 2 of them correct under KernelBench's rules" in text
+    assert (
+        "rejections per check (a turn can fail several): custom_kernels_do_the_work 2, side_effects 1, speed_of_light 1"
+        in text
+    )
+
+
+def test_library_share_of_the_best_turns_is_reported_as_data(store):
+    add_run(store, "s", STRICT_SCRIPTS)
+    (s,) = build_report(store, ["s"])["runs"]
+    # strict's best turns: problem 1 turn 1 (10%), problem 3 turn 2 (0%); KernelBench's: 98%, 60%, 0%
+    assert s["library_share"]["strict"] == {
+        "n": 2,
+        "median": pytest.approx(0.05),
+        "min": 0.0,
+        "max": pytest.approx(0.1),
+    }
+    assert s["library_share"]["kernelbench"] == {
+        "n": 3,
+        "median": pytest.approx(0.6),
+        "min": 0.0,
+        "max": pytest.approx(0.98),
+    }
+    text = render_report_text(build_report(store, ["s"]))
+    assert (
+        "best turns: strict median 5% of 2 (range 0%-10%); KernelBench rules median 60% of 3 (range 0%-98%)"
+        in text
+    )
+
+
+def test_runs_show_gives_each_turn_both_verdicts_its_library_share_and_failed_checks(store):
+    add_run(store, "s", STRICT_SCRIPTS)
+    shown = show_run(store, "s", problem="1/1")
+    (t,) = shown["trajectories"]
+    assert t["best_kernelbench"] == {"turn": 2, "speedup": 1.8, "library_share": pytest.approx(0.98)}
+    r = runner.invoke(app, ["runs", "show", "s", "--problem", "1/1"])
+    assert r.exit_code == 0, r.output
+    assert "best 1.10x at turn 1 (KernelBench rules: 1.80x at turn 2, library share 98%)" in r.output
+    assert row(r.output, "turn")[:5] == ["turn", "status", "KernelBench", "speedup", "library"]
+    assert row(r.output, "2 ") == ["2", "rejected", "correct", "1.80x", "98%", "-", "1,000", "200", "$0.0200", "1.0",
+                                   "custom_kernels_do_the_work"]  # fmt: skip
+    r = runner.invoke(app, ["runs", "show", "s", "--problem", "1/2"])
+    assert "no correct turn (KernelBench rules: 2.50x at turn 1, library share 60%)" in r.output
+
+
+def test_cli_report_by_turn_shows_both_rules(store):
+    add_run(store, "s", STRICT_SCRIPTS)
+    r = runner.invoke(app, ["report", "--by-turn"])
+    assert r.exit_code == 0, r.output
+    assert row(r.output, "fast_1.0")[1:] == ["0.250", "(1/4)", "0.500", "(2/4)"]
+    assert "fast_p by turn k (best correct turn up to k), strict:" in r.output
+    assert "fast_p by turn k (best correct turn up to k), KernelBench rules:" in r.output
+    rep = json.loads(runner.invoke(app, ["report", "--by-turn", "--json"]).output)
+    assert rep["runs"][0]["by_turn"][0]["fast_p_kernelbench"][3]["numerator"] == 2
+
+
+def test_comparison_of_runs_has_both_rules(store):
+    add_run(store, "s", STRICT_SCRIPTS)
+    add_run(store, "a", SCRIPTS)
+    text = render_report_text(build_report(store, ["s", "a"]))
+    comparison = text.split("comparison (GPU")[1]
+    assert row(comparison, "fast_1.0") == ["fast_1.0", "strict", "0.250", "(1/4)", "0.333", "(1/3)"]
+    assert row(comparison, "fast_1.0", after="fast_1.0  strict") == [
+        "fast_1.0", "KernelBench", "rules", "0.500", "(2/4)", "0.333", "(1/3)"]  # fmt: skip
+
+
+def test_a_run_partly_in_strict_mode_says_how_many_turns_were_judged(store):
+    add_run(store, "mixed", [[turn_("correct", 1.2)], [("correct", 1.3)]])
+    text = render_report_text(build_report(store, ["mixed"]))
+    assert "strict mode: on for 1 of 2 evaluated turns; no turn rejected" in text
+    assert "rejections per check" not in text
+    assert "best turns: strict not measured (no GPU profile); KernelBench rules not measured" in text
