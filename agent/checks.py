@@ -1,8 +1,10 @@
 """`problems check` as a library call: check many references for degeneracy, several at once.
 
 `check_problems(problems, settings, jobs=4, store=store)` runs `evaluator.runner.check_problem` (one
-isolated child per problem) on a thread pool, checks again alone, after the rest, each problem that ran
-out of memory beside the others, stores the findings and returns one result dict per problem. An
+isolated child per problem) `jobs` at once through the evaluation pool (`evaluator.pool.EvalPool`: CPU
+slots, or the visible GPUs, each check on one of them; checks time nothing, so `jobs` above the number of
+GPUs share them), checks again alone, after the rest, each problem that ran out of memory beside the
+others, stores the findings and returns one result dict per problem. An
 interrupt (Ctrl-C, or SIGTERM turned into one) starts no queued check and kills the children of the
 running ones before it propagates.
 """
@@ -15,6 +17,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from kb_agent.evaluator.pool import EvalJob, EvalPool, visible_gpus
 from kb_agent.evaluator.settings import EvalSettings
 from kb_agent.problems import Problem
 
@@ -45,7 +48,8 @@ def check_problems(
 
     Args:
         settings: device, precision and stage limits of every check.
-        jobs: checks at once (threads, each waiting on its own child process); 1 or more.
+        jobs: checks at once (threads, each waiting on its own child process, through `check_pool`); 1
+            or more.
         store: a `Store`; results with a status in `FINDING_STATUSES` are recorded there
             (`record_problem_check`) as they arrive.
         on_result: called with (problem, result) as each result is final (a problem checked again
@@ -63,7 +67,11 @@ def check_problems(
         raise ValueError(f"jobs must be 1 or more, got {jobs}")
     if check is None:
         from kb_agent.evaluator.runner import check_problem as check
+    pool = check_pool(settings, jobs, check)
     results: dict[int, dict[str, Any]] = {}
+
+    def run(p: Problem) -> dict[str, Any]:
+        return pool.run(EvalJob(p, "", settings, kind="check_problem"))
 
     def finish(i: int, result: dict[str, Any]) -> None:
         results[i] = result
@@ -73,9 +81,9 @@ def check_problems(
             on_result(problems[i], result)
 
     retry: list[int] = []  # out of memory beside other checks: checked again alone at the end
-    pool = ThreadPoolExecutor(max_workers=jobs)
+    threads = ThreadPoolExecutor(max_workers=jobs)
     try:
-        for i, result in enumerate(pool.map(lambda p: check(p, settings), problems)):
+        for i, result in enumerate(threads.map(run, problems)):
             if jobs > 1 and ran_out_of_memory(result):
                 log.info(
                     "%s ran out of memory beside other checks; it is checked again alone", problems[i].key
@@ -84,13 +92,26 @@ def check_problems(
             else:
                 finish(i, result)
         for i in retry:
-            finish(i, check(problems[i], settings))
+            finish(i, run(problems[i]))
     except BaseException:  # Ctrl-C or SIGTERM: no check is left running, none queued starts
-        pool.shutdown(wait=False, cancel_futures=True)
-        _kill_children_until_idle(pool)
+        threads.shutdown(wait=False, cancel_futures=True)
+        _kill_children_until_idle(threads)
         raise
-    pool.shutdown()
+    threads.shutdown()
     return [results[i] for i in range(len(problems))]
+
+
+def check_pool(settings: EvalSettings, jobs: int, check: CheckFn) -> EvalPool:
+    """The pool `check_problems` runs `check` through: `jobs` CPU slots on the CPU; on CUDA one GPU per
+    visible GPU (`settings.device` "cuda:N": that one), each shared by up to ceil(jobs / GPUs) checks."""
+
+    def run_job(job: EvalJob) -> dict[str, Any]:
+        return check(job.problem, job.settings)
+
+    if settings.device == "cpu":
+        return EvalPool(settings, cpu_slots=jobs, run_job=run_job)
+    gpus = 1 if settings.device.startswith("cuda:") else max(1, visible_gpus())
+    return EvalPool(settings, gpus=gpus, per_gpu=-(-jobs // gpus), run_job=run_job)
 
 
 def _kill_children_until_idle(pool: ThreadPoolExecutor, seconds: float = 10.0) -> None:
@@ -106,4 +127,4 @@ def _kill_children_until_idle(pool: ThreadPoolExecutor, seconds: float = 10.0) -
         time.sleep(0.05)
 
 
-__all__ = ["FINDING_STATUSES", "check_problems", "ran_out_of_memory"]
+__all__ = ["FINDING_STATUSES", "check_pool", "check_problems", "ran_out_of_memory"]

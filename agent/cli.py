@@ -422,7 +422,7 @@ def eval_cmd(
 
 
 # the options `solve --resume RUN` applies; any other one given beside it is refused (`_refuse_beside_resume`)
-RESUME_APPLIES = ("resume_run", "api_base", "db", "dataset")
+RESUME_APPLIES = ("resume_run", "api_base", "db", "dataset", "jobs")
 
 
 @app.command("solve", cls=_Command)
@@ -507,10 +507,23 @@ def solve_cmd(
     feedback: Annotated[
         str, typer.Option(help="Feedback recipe: minimal, standard, full, or a comma list of components.")
     ] = "standard",
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Trajectories in flight at once; their evaluations share one slot per GPU (per core with "
+            "--device cpu), so timing never shares a GPU.",
+            show_default="twice the slots, at most the trajectories",
+        ),
+    ] = None,
     db: DbOpt = DEFAULT_DB,
     dataset: DatasetOpt = None,
 ) -> None:
-    """The main job: K turns of problem -> LLM -> kernel -> evaluation -> feedback, every turn logged."""
+    """The main job: K turns of problem -> LLM -> kernel -> evaluation -> feedback, every turn logged.
+
+    Exit code 0 when the run finished; 3 when it ended `incomplete` (the model was unavailable for some
+    trajectories: `--resume RUN` retries them) or `finished_with_errors` (the provider refused some
+    requests); 130/143 when interrupted; 2 for bad usage."""
     from functools import partial
 
     from kb_agent.agent import job
@@ -520,7 +533,7 @@ def solve_cmd(
 
     if resume_run:
         _refuse_beside_resume(ctx)
-        run = partial(job.resume_run, resume_run, store=db, api_base=api_base)
+        run = partial(job.resume_run, resume_run, store=db, api_base=api_base, jobs=jobs)
     else:
         if not problem or not model:
             raise UsageError("solve needs --problem and --model (or --resume RUN)")
@@ -534,12 +547,21 @@ def solve_cmd(
                             reasoning_effort=reasoning_effort)  # fmt: skip
         except ValueError as e:
             raise UsageError(str(e)) from None
-        run = partial(job.start, problem, config, llm, dataset=dataset, store=db)
+        run = partial(job.start, problem, config, llm, dataset=dataset, store=db, jobs=jobs)
     # Ctrl-C or a plain `kill` ends the run cleanly: the trajectory in flight is recorded as interrupted
     hint = "; `kb-agent runs list` shows the run, `kb-agent solve --resume RUN` continues it"
     with _interruptible(hint), TurnPrinter(out) as printer:
         run_id = run(on_turn=printer, on_start=printer.start)
-    out.print(f"run {run_id} finished; `kb-agent report {run_id}` for fast_p", highlight=False)
+    status = job.run_status(run_id, store=db)
+    if status == "finished":
+        out.print(f"run {run_id} finished; `kb-agent report {run_id}` for fast_p", highlight=False)
+        return
+    left = {"incomplete": "the model was unavailable for some trajectories; "
+                          f"`kb-agent solve --resume {run_id}` retries them",
+            "finished_with_errors": "the provider refused some requests (model_error); "
+                                    f"`kb-agent runs show {run_id}` shows which"}  # fmt: skip
+    err.print(f"run {run_id} {status}: {left.get(status, status)}", highlight=False)
+    raise typer.Exit(3)
 
 
 def _refuse_beside_resume(ctx: typer.Context) -> None:

@@ -13,7 +13,10 @@ From Python:
         srv.requests[0].body["messages"]
 
 Each request takes the next item of the script, faults included; an exhausted script answers 400 (a
-request error, so clients stop instead of retrying). Paths: `POST .../chat/completions` (OpenAI
+request error, so clients stop instead of retrying). With `by_turn=True` a request whose conversation
+holds N assistant messages gets item N+1 instead, so concurrent conversations (`solve --jobs`) each walk
+the script from its first item. `latency_s` delays every answer by that many seconds (a model that
+thinks), `failing(status)` answers every request with that HTTP status (a provider in an outage). Paths: `POST .../chat/completions` (OpenAI
 format, with `usage`), `POST .../messages` (Anthropic format; give clients the root URL
 `srv.anthropic_base`), `GET .../models`.
 """
@@ -123,7 +126,7 @@ class FakeLLMServer:
 
     Use as a context manager, or call `start()` / `stop()`. `requests` lists every request received,
     in order; `served` counts script items used. With `cycle=True` the script starts over when it
-    runs out instead of answering 400.
+    runs out instead of answering 400. `by_turn` and `latency_s`: see the module docstring.
     """
 
     def __init__(
@@ -134,9 +137,15 @@ class FakeLLMServer:
         port: int = 0,
         model: str = "scripted",
         cycle: bool = False,
+        by_turn: bool = False,
+        latency_s: float = 0.0,
     ):
+        if latency_s < 0:
+            raise ValueError(f"latency_s must be 0 or more, got {latency_s}")
         self.script: list[ScriptedReply] = [reply(s) if isinstance(s, str) else s for s in script]
         self.host, self.port, self.model, self.cycle = host, port, model, cycle
+        self.by_turn, self.latency_s = by_turn, latency_s
+        self.failing_status: int | None = None
         self.requests: list[RecordedRequest] = []
         self.served = 0
         self._lock = threading.Lock()
@@ -195,9 +204,24 @@ class FakeLLMServer:
         with self._lock:
             self.script.extend(reply(s) if isinstance(s, str) else s for s in items)
 
+    def failing(self, status: int | None = 500) -> None:
+        """From now on answer every request with HTTP `status` (recorded, no script item used); None
+        goes back to the script."""
+        with self._lock:
+            self.failing_status = status
+
     def _next(self, request: RecordedRequest) -> ScriptedReply | None:
         with self._lock:
             self.requests.append(request)
+            if self.failing_status is not None:
+                return server_error(self.failing_status)
+            if self.by_turn:
+                messages = (request.body or {}).get("messages") or []
+                i = sum(isinstance(m, dict) and m.get("role") == "assistant" for m in messages)
+                if self.cycle and self.script:
+                    i %= len(self.script)
+                self.served += 1
+                return self.script[i] if i < len(self.script) else None
             if self.served >= len(self.script):
                 if not (self.cycle and self.script):
                     return None
@@ -258,7 +282,7 @@ class _Handler(BaseHTTPRequestHandler):
             msg = f"fake LLM server: script exhausted after {srv.served} replies"
             self._send(400, _error_body(anthropic, 400, msg))
             return
-        if item.delay_s and srv._stopping.wait(item.delay_s):
+        if (item.delay_s or srv.latency_s) and srv._stopping.wait(item.delay_s + srv.latency_s):
             return
         if item.body is not None:
             self._send(item.status, item.body, item.headers)
@@ -369,13 +393,26 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     ap.add_argument("--cycle", action="store_true", help="start the script over when it runs out")
+    ap.add_argument(
+        "--by-turn",
+        action="store_true",
+        help="answer a conversation holding N assistant messages with reply N+1 (for concurrent runs)",
+    )
+    ap.add_argument(
+        "--latency-s", type=float, default=0.0, help="seconds to wait before every answer (default 0)"
+    )
     args = ap.parse_args(argv)
+    if args.latency_s < 0:
+        sys.stderr.write("error: --latency-s must be 0 or more\n")
+        return 2
     try:
         script = load_replies(args.replies)
     except (OSError, ValueError) as e:
         sys.stderr.write(f"error: {e}\n")
         return 2
-    srv = FakeLLMServer(script, port=args.port, cycle=args.cycle)
+    srv = FakeLLMServer(
+        script, port=args.port, cycle=args.cycle, by_turn=args.by_turn, latency_s=args.latency_s
+    )
     try:
         srv.start()
     except OSError as e:

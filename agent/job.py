@@ -10,7 +10,9 @@ a run needs, then start the run or resume a stopped one.
     resume_run(run_id)          # a stopped run, with the model and settings it stored
 
 `agent.loop` takes the model, the evaluator and the store ready-made (tests pass fakes); this module
-makes them from a `SolveConfig` and an `LLMConfig`, or from what a run stored.
+makes them from a `SolveConfig` and an `LLMConfig`, or from what a run stored. The evaluator is an
+`evaluator.pool.EvalPool` (one slot per visible GPU, or per core on the CPU), so `jobs` trajectories in
+flight share the slots; `jobs` None picks `default_jobs`.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from kb_agent.agent import loop
 from kb_agent.agent.llm import LLMConfig, model_for
 from kb_agent.agent.loop import OnStart, OnTurn, SolveConfig
 from kb_agent.agent.store import Store
-from kb_agent.evaluator import Evaluator, LocalEvaluator
+from kb_agent.evaluator import Evaluator
+from kb_agent.evaluator.pool import EvalPool
 from kb_agent.evaluator.settings import EvalSettings
 from kb_agent.problems import Problem, resolve
 from kb_agent.problems.errors import UsageError
@@ -46,11 +49,13 @@ def start(
     on_turn: OnTurn | None = None,
     on_start: OnStart | None = None,
     evaluator: Evaluator | None = None,
+    jobs: int | None = None,
 ) -> str:
     """Run the main job on `problems` (a spec such as "2/40", "1/1-10" or "toy", or `Problem`s) and
     return the run id. `dataset` is a local KernelBench folder for the spec (None: `$KB_DATASET`, else
-    the Hub). `evaluator` None evaluates as `config` says (`LocalEvaluator(config.eval_settings())`);
-    tests pass a `ScriptedEvaluator`.
+    the Hub). `evaluator` None evaluates as `config` says, through an `EvalPool` of
+    `config.eval_settings()`; tests pass a `ScriptedEvaluator`. `jobs`: trajectories in flight at once
+    (None: `default_jobs`).
 
     Raises (all `KBAgentError`s, before the run is created): ProblemError for a bad spec, UsageError
     for a CUDA device on a machine without one, LLMError for an unknown scripted model or a missing
@@ -58,10 +63,11 @@ def start(
     """
     todo = resolve(problems, dataset) if isinstance(problems, str) else list(problems)
     if evaluator is None:
-        evaluator = LocalEvaluator(evaluator_settings(config))
+        evaluator = EvalPool(evaluator_settings(config))
     model = model_for(llm)
+    jobs = jobs or default_jobs(len(todo) * config.samples, evaluator)
     with _opened(store) as s:
-        return loop.solve(todo, config, model, evaluator, s, on_turn=on_turn, on_start=on_start)
+        return loop.solve(todo, config, model, evaluator, s, on_turn=on_turn, on_start=on_start, jobs=jobs)
 
 
 def resume_run(
@@ -73,6 +79,7 @@ def resume_run(
     on_start: OnStart | None = None,
     retry_model_errors: bool = False,
     evaluator: Evaluator | None = None,
+    jobs: int | None = None,
 ) -> str:
     """Continue the stopped run `run_ref` (id or name) with the settings and the model it stored; return
     its id. See `agent.loop.resume` for what is run again and what is not.
@@ -81,7 +88,7 @@ def resume_run(
     records the server that answered it (`llm_json.api_base`). Everything else a run measures is fixed
     when it starts.
 
-    `evaluator` as in `start`. Raises StoreError (unknown run, or one still running elsewhere),
+    `evaluator` and `jobs` as in `start`. Raises StoreError (unknown run, or one still running elsewhere),
     UsageError and LLMError as `start` does.
     """
     with _opened(store) as s:
@@ -95,10 +102,39 @@ def resume_run(
             llm.api_base = api_base
         model = model_for(llm)
         if evaluator is None:
-            evaluator = LocalEvaluator(evaluator_settings(config))
+            evaluator = EvalPool(evaluator_settings(config))
+        if jobs is None:
+            left = [
+                t
+                for t in s.trajectories(run["id"])
+                if t["outcome"] in (None, "interrupted", "model_unavailable")
+            ]
+            jobs = default_jobs(len(left), evaluator)
         return loop.resume(
-            run["id"], model, evaluator, s, on_turn, on_start, retry_model_errors=retry_model_errors
+            run["id"],
+            model,
+            evaluator,
+            s,
+            on_turn,
+            on_start,
+            retry_model_errors=retry_model_errors,
+            jobs=jobs,
         )
+
+
+def default_jobs(trajectories: int, evaluator: Evaluator) -> int:
+    """Trajectories in flight when `--jobs` is not given: twice the evaluator's slots (`EvalPool.size`:
+    the visible GPUs, or the cores with device cpu; 1 for an evaluator without slots), at most
+    `trajectories`, at least 1. Twice: while half the trajectories wait for the model, the other half
+    keep every slot busy, which holds as long as a model reply takes no longer than an evaluation;
+    with slower models raise it (`--jobs`)."""
+    return max(1, min(trajectories, 2 * int(getattr(evaluator, "size", 1))))
+
+
+def run_status(run_id: str, *, store: StoreRef = None) -> str:
+    """The stored status of run `run_id` (`agent.store.RUN_STATUSES`)."""
+    with _opened(store) as s:
+        return s.get_run(run_id)["status"]
 
 
 def stored_llm_config(run: dict[str, Any]) -> LLMConfig:
@@ -133,4 +169,12 @@ def _opened(store: StoreRef) -> Iterator[Store]:
         opened.close()
 
 
-__all__ = ["StoreRef", "evaluator_settings", "resume_run", "start", "stored_llm_config"]
+__all__ = [
+    "StoreRef",
+    "default_jobs",
+    "evaluator_settings",
+    "resume_run",
+    "run_status",
+    "start",
+    "stored_llm_config",
+]

@@ -11,8 +11,18 @@ sample), then runs each trajectory for up to `config.turns` turns. A turn, top t
     append the reply and the feedback to the conversation
 
 Every trajectory ends with a named outcome, written in a `finally`: `turn_budget` (all turns done),
-`token_budget`, `cost_budget`, `model_error` (the model failed after retries), `interrupted`
-(Ctrl-C), or `error` (a bug: the exception is re-raised).
+`token_budget`, `cost_budget`, `model_error` (the provider refused the request: not retried, final),
+`model_unavailable` (a transient failure, such as a rate limit, a 5xx, a timeout or a lost connection,
+outlasted the retries: `resume` continues it), `interrupted` (Ctrl-C), or `error` (a bug: the exception
+is re-raised). The run ends `finished`, `finished_with_errors` (some trajectory ended in a model error),
+`incomplete` (some trajectory was left for `resume`), `interrupted` or `failed`.
+
+Concurrency (`jobs` above 1): that many trajectories are in flight at once, each on a thread of its own
+(model calls and evaluation children release the GIL); the evaluator bounds how many evaluations run at
+once (`evaluator.pool.EvalPool`: one per GPU slot), and every store call goes through one lock
+(`agent.store.SharedStore`). On Ctrl-C the evaluations in flight are killed and their results dropped
+(the replies stay stored, so `resume` evaluates them without asking again); trajectories still waiting
+for the model are left without an outcome, which `resume` continues too.
 
 `resume(run_ref, model, evaluator, store)` continues a run that was stopped: a turn whose reply is
 stored but not evaluated is evaluated without asking the model again; a turn cut off before the reply
@@ -25,8 +35,11 @@ from configs (the stored ones, to resume) for the CLI and for Python callers.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
+import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +47,7 @@ from typing import Any
 from kb_agent.agent.extract import extract_code
 from kb_agent.agent.feedback import feedback_for, initial_messages, parse_recipe
 from kb_agent.agent.llm import LLM, LLMError, LLMReply
-from kb_agent.agent.store import Store, StoreError, running_elsewhere
+from kb_agent.agent.store import SharedStore, Store, StoreError, running_elsewhere
 from kb_agent.evaluator import Evaluator
 from kb_agent.evaluator.result import EvalResult
 from kb_agent.evaluator.settings import EvalSettings, StageLimits
@@ -148,21 +161,27 @@ def solve(
     store: Store,
     on_turn: OnTurn | None = None,
     on_start: OnStart | None = None,
+    *,
+    jobs: int = 1,
 ) -> str:
     """Run the loop over `problems` and return the run id.
 
-    All trajectories are created first (so a stopped run can be resumed in full), then run in order.
-    The run ends `finished`, `interrupted` (KeyboardInterrupt, re-raised) or `failed` (any other
-    exception, re-raised); model errors and budgets end a trajectory, not the run.
+    All trajectories are created first (so a stopped run can be resumed in full), then run in order,
+    `jobs` at once (1: one after another, in this thread). The run ends `finished`,
+    `finished_with_errors`, `incomplete` (see the module docstring), `interrupted` (KeyboardInterrupt,
+    re-raised) or `failed` (any other exception, re-raised); model errors and budgets end a trajectory,
+    not the run. Raises ValueError for `jobs` below 1.
     """
+    _check_jobs(jobs)
     problems = list(problems)
+    store = SharedStore(store)
     if not (config.gpu_name and config.arch):
         config = dataclasses.replace(config, **_detect_target(config))
     run_config = {**dataclasses.asdict(config), "llm": _llm_settings(model)}
     run_id = store.create_run(config.run_name, run_config, model.name, config.backend, config.precision)
-    jobs = [(store.create_trajectory(run_id, p, s), p, s) for p in problems for s in range(config.samples)]
+    todo = [(store.create_trajectory(run_id, p, s), p, s) for p in problems for s in range(config.samples)]
     log.info("run %s: %d problems x %d samples with %s", run_id, len(problems), config.samples, model.name)
-    _run(_Run(run_id, config, model, evaluator, store, on_turn, on_start), jobs)
+    _run(_Run(run_id, config, model, evaluator, store, on_turn, on_start), todo, jobs)
     return run_id
 
 
@@ -175,35 +194,55 @@ def resume(
     on_start: OnStart | None = None,
     *,
     retry_model_errors: bool = False,
+    jobs: int = 1,
 ) -> str:
-    """Continue run `run_ref` (id or name) where it stopped; return the run id.
+    """Continue run `run_ref` (id or name) where it stopped, `jobs` trajectories at once; return the run id.
 
-    Runs the trajectories without an outcome or stopped by an interrupt (and, with
-    `retry_model_errors`, those that ended in a model error), with the run's stored config. Never
-    asks the model again for a reply already stored. Raises StoreError for an unknown run, or one still
-    running in another live process on this machine.
+    Runs the trajectories without an outcome, stopped by an interrupt or left by an unavailable model
+    (and, with `retry_model_errors`, those that ended in a model error), with the run's stored config.
+    Never asks the model again for a reply already stored. Raises StoreError for an unknown run, or one
+    still running in another live process on this machine; ValueError for `jobs` below 1.
     """
+    _check_jobs(jobs)
+    store = SharedStore(store)
     run = store.get_run(run_ref)
     if owner := running_elsewhere(run):
         raise StoreError(f"run {run['name']} is still running (process {owner}); stop it before resuming it")
     config = SolveConfig.from_dict(run["config"] or {})
     todo = {t["id"]: t for t in store.unfinished_trajectories(run["id"])}
     # trajectories ended by a failure of the harness or the model connection are continued too
-    retry = {"error", "model_error"} if retry_model_errors else {"error"}
+    retry = {"error", "model_unavailable", *(["model_error"] if retry_model_errors else [])}
     todo.update({t["id"]: t for t in store.trajectories(run["id"]) if t["outcome"] in retry})
-    jobs = [(t["id"], store.problem_of(t), t["sample"]) for t in sorted(todo.values(), key=lambda t: t["id"])]
-    log.info("run %s: resuming %d trajectories", run["id"], len(jobs))
+    items = [
+        (t["id"], store.problem_of(t), t["sample"]) for t in sorted(todo.values(), key=lambda t: t["id"])
+    ]
+    log.info("run %s: resuming %d trajectories", run["id"], len(items))
     ctx = _Run(run["id"], config, model, evaluator, store, on_turn, on_start)
     ctx.cost_usd = sum(t["cost_usd"] or 0.0 for t in store.turn_summaries(run["id"]))
     ctx.hardware_recorded = bool(run.get("gpu"))
     store.set_run_status(run["id"], "running")
-    _run(ctx, jobs)
+    _run(ctx, items, jobs)
     return run["id"]
 
 
 class ModelUnavailable(LLMError):
     """The model failed (after retries) before it had given a single reply in this run: the run stops
-    (status `failed`) instead of spending the retry budget on every remaining trajectory."""
+    (status `failed`) instead of spending the retry budget on every remaining trajectory. `outcome` is
+    the failed trajectory's: `model_unavailable` (transient: resumable) or `model_error`."""
+
+    def __init__(self, message: str, *, outcome: str = "model_error"):
+        super().__init__(message)
+        self.outcome = outcome
+
+
+class _Stopped(Exception):
+    """The run is stopping (an interrupt, or a failure on another thread): this trajectory ends
+    `interrupted` before its next model call, or drops an evaluation that was killed."""
+
+
+def _check_jobs(jobs: int) -> None:
+    if jobs < 1:
+        raise ValueError(f"jobs must be 1 or more, got {jobs}")
 
 
 @dataclass
@@ -220,16 +259,26 @@ class _Run:
     cost_usd: float = 0.0
     hardware_recorded: bool = False
     replies: int = 0  # model replies received in this session of the run
+    lock: threading.RLock = field(default_factory=threading.RLock)  # guards the counters and on_turn
+    stop: threading.Event = field(default_factory=threading.Event)  # no trajectory asks the model again
+    abort: threading.Event = field(default_factory=threading.Event)  # evaluations in flight were killed
+    evaluating: int = 0  # trajectories inside an evaluation now
 
 
-def _run(ctx: _Run, jobs: Sequence[tuple[int, Problem, int]]) -> None:
+Todo = Sequence[tuple[int, Problem, int]]  # (trajectory id, problem, sample)
+
+
+def _run(ctx: _Run, todo: Todo, jobs: int = 1) -> None:
     status = "failed"
     try:
         if ctx.on_start is not None:
-            ctx.on_start(len(jobs), ctx.config.turns)
-        for traj_id, problem, sample in jobs:
-            run_trajectory(ctx, traj_id, problem, sample)
-        status = "finished"
+            ctx.on_start(len(todo), ctx.config.turns)
+        if jobs == 1 or len(todo) <= 1:
+            for traj_id, problem, sample in todo:
+                run_trajectory(ctx, traj_id, problem, sample)
+        else:
+            _run_concurrently(ctx, todo, jobs)
+        status = _ending(ctx)
     except KeyboardInterrupt:
         status = "interrupted"
         raise
@@ -238,17 +287,101 @@ def _run(ctx: _Run, jobs: Sequence[tuple[int, Problem, int]]) -> None:
         log.info("run %s: %s", ctx.run_id, status)
 
 
+def _run_concurrently(ctx: _Run, todo: Todo, jobs: int) -> None:
+    """`todo` on `jobs` daemon threads (daemons: a thread stuck in a model call never holds up the exit).
+    The first exception of a thread stops the others before their next model call and is re-raised here
+    once the evaluations in flight are done; an interrupt here kills those evaluations first."""
+    queue = list(reversed(todo))
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        while not ctx.stop.is_set():
+            with ctx.lock:
+                if not queue:
+                    return
+                item = queue.pop()
+            try:
+                run_trajectory(ctx, *item)
+            except BaseException as e:  # a bug, or the model never answered: stop the others
+                with ctx.lock:
+                    errors.append(e)
+                ctx.stop.set()
+                return
+
+    threads = [threading.Thread(target=worker, name=f"trajectory-{i}", daemon=True)
+               for i in range(min(jobs, len(todo)))]  # fmt: skip
+    for t in threads:
+        t.start()
+    try:
+        while not ctx.stop.is_set() and any(t.is_alive() for t in threads):
+            time.sleep(0.05)
+    except BaseException:  # Ctrl-C or SIGTERM, raised in this (the main) thread
+        ctx.stop.set()
+        ctx.abort.set()
+        _drain(ctx, threads, kill=True)
+        raise
+    _drain(ctx, threads, kill=False)
+    if errors:
+        raise errors[0]
+
+
+def _drain(ctx: _Run, threads: list[threading.Thread], *, kill: bool, seconds: float = 30.0) -> None:
+    """Wait (at most `seconds`) until no thread is inside an evaluation; with `kill`, kill the evaluation
+    children meanwhile. Threads waiting for the model are not waited for: their trajectories have no
+    outcome, so `resume` continues them."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if kill:
+            from kb_agent.evaluator.runner import kill_live_children
+
+            kill_live_children()
+        with ctx.lock:
+            busy = ctx.evaluating
+        if not busy or not any(t.is_alive() for t in threads):
+            return
+        time.sleep(0.05)
+
+
+def _ending(ctx: _Run) -> str:
+    """The status of a run whose trajectories all ran: `incomplete` when one is left to resume (no
+    outcome, interrupted, or the model unavailable), `finished_with_errors` when one ended in a model
+    error, else `finished`."""
+    outcomes = {t["outcome"] for t in ctx.store.trajectories(ctx.run_id)}
+    if outcomes & {None, "interrupted", "model_unavailable"}:
+        return "incomplete"
+    if outcomes & {"model_error", "error"}:
+        return "finished_with_errors"
+    return "finished"
+
+
+@contextlib.contextmanager
+def _evaluating(ctx: _Run):
+    """Count this thread as inside an evaluation (what an interrupt waits for), and drop a result whose
+    child an interrupt killed (`_Stopped`: the reply stays stored, `resume` evaluates it again)."""
+    with ctx.lock:
+        ctx.evaluating += 1
+    try:
+        yield
+    finally:
+        with ctx.lock:
+            ctx.evaluating -= 1
+    if ctx.abort.is_set():
+        raise _Stopped()
+
+
 def run_trajectory(ctx: _Run, traj_id: int, problem: Problem, sample: int) -> str:
     """Run (or continue) one trajectory and return its outcome, which is stored whatever happens."""
     outcome = "error"
     try:
         outcome = _turns(ctx, traj_id, problem, sample)
         _retime_best(ctx, traj_id, problem)
+    except _Stopped:
+        outcome = "interrupted"
     except KeyboardInterrupt:
         outcome = "interrupted"
         raise
-    except ModelUnavailable:
-        outcome = "model_error"
+    except ModelUnavailable as e:
+        outcome = e.outcome
         raise
     finally:
         ctx.store.finish_trajectory(traj_id, outcome)
@@ -267,7 +400,9 @@ def _retime_best(ctx: _Run, traj_id: int, problem: Problem) -> None:
         return
     best = max(correct, key=lambda t: t["speedup"])
     if best.get("retimed_status") is None:  # not re-timed before a stop
-        ctx.store.record_retime(best["id"], retime(problem, best["code"]))
+        with _evaluating(ctx):
+            result = retime(problem, best["code"])
+        ctx.store.record_retime(best["id"], result)
 
 
 def _turns(ctx: _Run, traj_id: int, problem: Problem, sample: int) -> str:
@@ -285,6 +420,8 @@ def _turns(ctx: _Run, traj_id: int, problem: Problem, sample: int) -> str:
         if row is not None and row["response"] is not None:  # answered before a stop: evaluate, don't re-ask
             turn_id, reply = row["id"], _reply_from_row(row)
         else:
+            if ctx.stop.is_set():
+                raise _Stopped()
             if cfg.token_budget is not None and tokens >= cfg.token_budget:
                 return "token_budget"
             if cfg.cost_budget_usd is not None and ctx.cost_usd >= cfg.cost_budget_usd:
@@ -294,14 +431,19 @@ def _turns(ctx: _Run, traj_id: int, problem: Problem, sample: int) -> str:
             try:
                 reply = ctx.model.complete(sent)
             except LLMError as e:
-                log.warning("%s sample %d turn %d: model error: %s", problem.key, sample, idx, e)
+                outcome = "model_unavailable" if getattr(e, "transient", False) else "model_error"
+                log.warning("%s sample %d turn %d: %s: %s", problem.key, sample, idx, outcome, e)
                 store.record_evaluation(
                     turn_id, code=None, status="model_error", eval_result=None, feedback=None
                 )
                 if ctx.replies == 0:  # not one reply yet in this run: the model is unreachable, stop here
-                    raise ModelUnavailable(f"no reply from the model, so the run stops: {e}") from e
-                return "model_error"
-            ctx.replies += 1
+                    raise ModelUnavailable(
+                        f"no reply from the model, so the run stops: {e}", outcome=outcome
+                    ) from e
+                return outcome
+            with ctx.lock:
+                ctx.replies += 1
+                ctx.cost_usd += reply.cost_usd or 0.0
             store.record_response(
                 turn_id,
                 reply.text,
@@ -314,10 +456,10 @@ def _turns(ctx: _Run, traj_id: int, problem: Problem, sample: int) -> str:
                 extra=reply.extra,
             )
             tokens += (reply.tokens_in or 0) + (reply.tokens_out or 0)
-            ctx.cost_usd += reply.cost_usd or 0.0
 
         code = extract_code(reply.text)
-        result = ctx.evaluator.evaluate(problem, code) if code is not None else None
+        with _evaluating(ctx):
+            result = ctx.evaluator.evaluate(problem, code) if code is not None else None
         feedback = feedback_for(result, no_code=result is None, truncated=reply.finish_reason == "length",
                                 recipe=cfg.feedback)  # fmt: skip
         status = str(result.status) if result is not None else "no_code"
@@ -332,21 +474,11 @@ def _turns(ctx: _Run, traj_id: int, problem: Problem, sample: int) -> str:
         history += [{"role": "assistant", "content": reply.text}, {"role": "user", "content": feedback}]
         if ctx.on_turn is not None:
             speedup = result.speedup if result is not None and result.correct else None
-            ctx.on_turn(
-                TurnEvent(
-                    run_id=ctx.run_id,
-                    trajectory_id=traj_id,
-                    problem=problem.key,
-                    sample=sample,
-                    idx=idx,
-                    status=status,
-                    speedup=speedup,
-                    tokens_in=reply.tokens_in,
-                    tokens_out=reply.tokens_out,
-                    cost_usd=reply.cost_usd,
-                    result=result,
-                )
-            )
+            event = TurnEvent(run_id=ctx.run_id, trajectory_id=traj_id, problem=problem.key, sample=sample,
+                              idx=idx, status=status, speedup=speedup, tokens_in=reply.tokens_in,
+                              tokens_out=reply.tokens_out, cost_usd=reply.cost_usd, result=result)  # fmt: skip
+            with ctx.lock:  # one callback at a time
+                ctx.on_turn(event)
     return "turn_budget"
 
 
@@ -396,10 +528,12 @@ def _reply_from_row(row: dict) -> LLMReply:
 
 
 def _record_hardware(ctx: _Run, result: EvalResult | None) -> None:
-    if ctx.hardware_recorded or result is None or not result.hardware.gpu_name:
+    if result is None or not result.hardware.gpu_name:
         return
-    ctx.store.set_run_hardware(ctx.run_id, dataclasses.asdict(result.hardware))
-    ctx.hardware_recorded = True
+    with ctx.lock:
+        if not ctx.hardware_recorded:
+            ctx.store.set_run_hardware(ctx.run_id, dataclasses.asdict(result.hardware))
+            ctx.hardware_recorded = True
 
 
 def _llm_settings(model: LLM) -> dict[str, Any]:

@@ -15,8 +15,9 @@ Resume contract (what the agent loop relies on):
     - a turn row with neither was cut off before the model answered: `start_turn` on the same index
       re-uses the row and the model is asked again.
 
-Modules: `queries` (the `Store` class), `migrations` (the schema), `liveness` (is a run's process
-alive), `rows` (column text to values and back). Imports nothing heavy (no torch, no litellm).
+Modules: `queries` (the `Store` class), `shared` (`SharedStore`: one Store used from many threads),
+`migrations` (the schema), `liveness` (is a run's process alive), `rows` (column text to values and
+back). Imports nothing heavy (no torch, no litellm).
 """
 
 from kb_agent.agent.store.liveness import owner_gone, running_elsewhere
@@ -34,6 +35,7 @@ from kb_agent.agent.store.queries import (
     default_db_path,
     package_versions,
 )
+from kb_agent.agent.store.shared import SharedStore
 
 __all__ = [
     "DB_ENV",
@@ -44,6 +46,7 @@ __all__ = [
     "RUN_STATUSES",
     "TURN_STATUSES",
     "VERSIONED_PACKAGES",
+    "SharedStore",
     "Store",
     "StoreError",
     "default_db_path",

@@ -31,8 +31,15 @@ DB_ENV = "KB_DB"
 DEFAULT_DB = Path("runs") / "kb.sqlite"
 
 # stored; a `running` run whose process is gone reads "killed" (derived: `liveness.owner_gone`)
-RUN_STATUSES = ("running", "finished", "interrupted", "failed")
-OUTCOMES = ("turn_budget", "token_budget", "cost_budget", "model_error", "interrupted", "error")
+# finished_with_errors: every trajectory ended, some with a model error (a request the provider refused);
+# incomplete: some trajectories were left resumable because the model was unavailable (`solve --resume`)
+RUN_STATUSES = ("running", "finished", "finished_with_errors", "incomplete", "interrupted", "failed")
+# model_unavailable: a transient failure (rate limit, 5xx, timeout, connection) outlasted the retries; the
+# trajectory is resumable. model_error: the provider refused the request (not retried; final)
+OUTCOMES = (
+    *("turn_budget", "token_budget", "cost_budget"),
+    *("model_error", "model_unavailable", "interrupted", "error"),
+)
 EVAL_STATUSES = ("compile_error", "runtime_error", "timeout", "incorrect", "rejected", "correct")
 TURN_STATUSES = (*EVAL_STATUSES, "no_code", "model_error")
 
@@ -94,7 +101,8 @@ class Store:
                 f"{self.path} is a folder; point --db / {DB_ENV} at a file such as runs/kb.sqlite"
             )
         try:
-            conn = sqlite3.connect(str(self.path), timeout=timeout_s)
+            # usable from other threads, one call at a time (`agent.store.shared.SharedStore` serialises them)
+            conn = sqlite3.connect(str(self.path), timeout=timeout_s, check_same_thread=False)
             self.db = Database(conn)
             self.db.enable_wal()
             self.db.execute("PRAGMA foreign_keys = ON")

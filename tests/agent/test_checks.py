@@ -79,3 +79,31 @@ def test_alone_an_out_of_memory_is_a_result_and_is_not_stored():
 def test_jobs_below_one_is_refused():
     with pytest.raises(ValueError, match="jobs must be 1 or more"):
         check_problems(TOY, SETTINGS, jobs=0, check=OutOfMemoryBesideOthers(None))
+
+
+def test_checks_go_through_the_pool_spread_over_the_visible_gpus(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    devices, lock, now, most = [], threading.Lock(), [0], [0]
+
+    def check(p, settings):
+        with lock:
+            devices.append(settings.device)
+            now[0] += 1
+            most[0] = max(most[0], now[0])
+        time.sleep(0.05)
+        with lock:
+            now[0] -= 1
+        return result(p)
+
+    out = check_problems(TOY, EvalSettings(device="cuda"), jobs=4, check=check)
+    assert [c["status"] for c in out] == ["ok"] * len(TOY)
+    assert set(devices) == {"cuda:0", "cuda:1"} and most[0] <= 4  # each check on one GPU; 4 at once at most
+
+
+def test_the_check_pool_has_jobs_cpu_slots_or_shares_the_gpus():
+    check = OutOfMemoryBesideOthers(None)
+    from kb_agent.agent.checks import check_pool
+
+    assert check_pool(SETTINGS, 3, check).size == 3
+    named = check_pool(EvalSettings(device="cuda:1"), 3, check)
+    assert named.size == 3 and {s.device for s in named.slots()} == {"cuda:1"}

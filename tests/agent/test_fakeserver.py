@@ -135,3 +135,51 @@ def test_cli_serves_replies_from_a_directory(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def _chat(assistant_messages: int) -> dict:
+    history = [{"role": "user", "content": "task"}]
+    for i in range(assistant_messages):
+        history += [{"role": "assistant", "content": f"r{i}"}, {"role": "user", "content": "feedback"}]
+    return {"model": "x", "messages": history}
+
+
+def test_by_turn_answers_each_conversation_by_its_own_turn():
+    with FakeLLMServer(["first", "second"], by_turn=True) as srv:
+        url = srv.openai_base + "/chat/completions"
+        got = [json.loads(post(url, _chat(n))[2])["choices"][0]["message"]["content"] for n in (0, 1, 0, 1)]
+        assert got == ["first", "second", "first", "second"]
+        assert post(url, _chat(2))[0] == 400  # past the script
+        assert len(srv.requests) == 5
+
+
+def test_latency_delays_every_answer_and_failing_answers_every_request_with_a_status():
+    with FakeLLMServer(["a"], cycle=True, latency_s=0.3) as srv:
+        url = srv.openai_base + "/chat/completions"
+        t0 = time.monotonic()
+        post(url, CHAT)
+        assert time.monotonic() - t0 >= 0.3
+        srv.latency_s = 0
+        srv.failing(503)
+        assert [post(url, CHAT)[0] for _ in range(2)] == [503, 503]
+        srv.failing(None)
+        assert post(url, CHAT)[0] == 200
+    with pytest.raises(ValueError, match="latency_s"):
+        FakeLLMServer(latency_s=-1)
+
+
+def test_cli_latency_and_by_turn_options(tmp_path):
+    (tmp_path / "1.md").write_text("one")
+    (tmp_path / "2.md").write_text("two")
+    args = [sys.executable, "-m", "kb_agent.agent.fakeserver", "--replies", str(tmp_path)]
+    proc = subprocess.Popen([*args, "--by-turn", "--latency-s", "0.2"], stdout=subprocess.PIPE, text=True)
+    try:
+        base = proc.stdout.readline().strip()
+        t0 = time.monotonic()
+        body = json.loads(post(base + "/v1/chat/completions", _chat(1))[2])
+        assert body["choices"][0]["message"]["content"] == "two" and time.monotonic() - t0 >= 0.2
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    bad = subprocess.run([*args, "--latency-s", "-1"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--latency-s" in bad.stderr

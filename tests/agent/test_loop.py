@@ -99,7 +99,7 @@ def test_context_last_sends_only_the_previous_exchange(store):
 def test_model_error_ends_the_trajectory_not_the_run(store):
     model = ScriptedModel([code("a"), LLMError("openai/x: RateLimitError (after 6 attempts)"), code("b")])
     run_id = solve([RELU, VADD], cfg(turns=2), model, ScriptedEvaluator([canned("correct", 1.1)]), store)
-    assert store.get_run(run_id)["status"] == "finished"
+    assert store.get_run(run_id)["status"] == "finished_with_errors"  # not "finished": it says so
     relu, vadd = only_traj(store, run_id), only_traj(store, run_id, VADD.key)
     assert relu["outcome"] == "model_error" and relu["best_speedup"] == 1.1
     t2 = store.turns(relu["id"])[1]

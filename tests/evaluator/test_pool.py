@@ -1,0 +1,133 @@
+"""The evaluation pool: slots per visible GPU (fake devices through CUDA_VISIBLE_DEVICES) or per core,
+one job per slot at a time, first come first served; a fake executor records where and when each job ran."""
+
+import threading
+import time
+
+import pytest
+from kb_agent.evaluator.pool import EvalJob, EvalPool, visible_gpus
+from kb_agent.evaluator.result import EvalResult, Status
+from kb_agent.evaluator.settings import EvalSettings
+from kb_agent.problems import resolve
+
+RELU = resolve("toy")[0]
+
+
+class Recorder:
+    """A fake executor: sleeps `seconds`, records (device, start, end, tag) and returns a correct result."""
+
+    def __init__(self, seconds: float = 0.15):
+        self.seconds = seconds
+        self.runs: list[tuple[str, float, float, str]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, job: EvalJob) -> EvalResult:
+        t0 = time.monotonic()
+        time.sleep(self.seconds)
+        with self.lock:
+            self.runs.append((job.settings.device, t0, time.monotonic(), job.source))
+        return EvalResult(status=Status.CORRECT, device=job.settings.device)
+
+
+def most_at_once(runs, device=None) -> int:
+    """The largest number of runs (on `device`, or any) overlapping in time."""
+    spans = [(a, b) for d, a, b, _ in runs if device is None or d == device]
+    return max(sum(1 for a, b in spans if a <= t < b) for t, _ in spans)
+
+
+def run_many(pool: EvalPool, n: int) -> list:
+    futures = [pool.submit(EvalJob(RELU, f"job{i}", pool.settings)) for i in range(n)]
+    return [f.result(timeout=30) for f in futures]
+
+
+@pytest.mark.parametrize(
+    ("env", "n"), [("0,1,2", 3), ("3", 1), ("", 0), ("-1", 0), ("0,-1,2", 1), ("GPU-ab,GPU-cd", 2)]
+)
+def test_visible_gpus_reads_cuda_visible_devices(monkeypatch, env, n):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", env)
+    assert visible_gpus() == n
+
+
+def test_one_gpu_slot_per_visible_gpu_and_one_job_per_gpu_at_a_time(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2")
+    rec = Recorder()
+    pool = EvalPool(EvalSettings(device="cuda"), run_job=rec)
+    assert pool.size == 3 and pool.on_gpu and [s.name for s in pool.slots()] == ["gpu0", "gpu1", "gpu2"]
+    results = run_many(pool, 9)
+    assert {r.device for r in results} == {"cuda:0", "cuda:1", "cuda:2"}  # each job ran on its slot's GPU
+    for d in ("cuda:0", "cuda:1", "cuda:2"):
+        assert most_at_once(rec.runs, d) == 1  # timing never shares a GPU
+    assert most_at_once(rec.runs) == 3
+    assert sum(s.done for s in pool.slots()) == 9
+
+
+def test_a_named_gpu_is_one_slot_and_a_cpu_pool_has_cpu_slots():
+    rec = Recorder()
+    pool = EvalPool(EvalSettings(device="cuda:1"), gpus=4, run_job=rec)
+    assert pool.size == 1 and {r.device for r in run_many(pool, 3)} == {"cuda:1"}
+    cpu = EvalPool(EvalSettings(device="cpu"), cpu_slots=2, run_job=rec)
+    assert cpu.size == 2 and not cpu.on_gpu and cpu.gpu_busy() is None
+    rec.runs.clear()
+    run_many(cpu, 6)
+    assert most_at_once(rec.runs) == 2 and {d for d, *_ in rec.runs} == {"cpu"}
+
+
+def test_per_gpu_lets_jobs_share_a_gpu(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    rec = Recorder()
+    pool = EvalPool(EvalSettings(device="cuda"), per_gpu=3, run_job=rec)
+    run_many(pool, 6)
+    assert pool.size == 3 and most_at_once(rec.runs, "cuda:0") == 3
+
+
+def test_jobs_wait_for_a_slot_first_come_first_served():
+    rec = Recorder(0.05)
+    pool = EvalPool(EvalSettings(device="cpu"), cpu_slots=1, run_job=rec)
+    futures = []
+    for i in range(5):
+        futures.append(pool.submit(EvalJob(RELU, f"job{i}", pool.settings)))
+        time.sleep(0.01)  # submitted in this order
+    for f in futures:
+        f.result(timeout=30)
+    assert [tag for *_, tag in rec.runs] == [f"job{i}" for i in range(5)]
+
+
+def test_gpu_busy_is_the_share_of_time_the_gpus_were_held(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    pool = EvalPool(EvalSettings(device="cuda"), run_job=Recorder(0.3))
+    pool.run(EvalJob(RELU, "x", pool.settings))  # one GPU busy for 0.3 s, the other idle
+    time.sleep(0.3)
+    assert 0.15 < pool.gpu_busy() < 0.35  # about 0.3 s of 2 x 0.6 s
+
+
+def test_a_job_that_raises_frees_its_slot():
+    def boom(job):
+        raise RuntimeError("bug")
+
+    pool = EvalPool(EvalSettings(device="cpu"), cpu_slots=1, run_job=boom)
+    for _ in range(2):
+        with pytest.raises(RuntimeError):
+            pool.submit(EvalJob(RELU, "", pool.settings)).result(timeout=10)
+    assert pool.slots()[0].job is None and pool.waiting() == 0
+
+
+def test_bad_pools_are_refused(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(ValueError, match="no GPU is visible"):
+        EvalPool(EvalSettings(device="cuda"))
+    with pytest.raises(ValueError, match="cpu_slots"):
+        EvalPool(EvalSettings(device="cpu"), cpu_slots=0)
+    with pytest.raises(ValueError, match="job kind"):
+        EvalJob(RELU, "", EvalSettings(), kind="build")
+
+
+@pytest.mark.slow  # two real evaluations in child processes
+def test_real_evaluations_through_the_pool_on_the_cpu(tmp_path):
+    from pathlib import Path
+
+    reply = (Path(__file__).resolve().parents[2] / "agent" / "scripted" / "demo" / "3.md").read_text()
+    src = reply.split("```python\n")[1].split("```")[0]
+    pool = EvalPool(EvalSettings(device="cpu", backend="triton"), cpu_slots=2)
+    futures = [pool.submit(EvalJob(RELU, src, pool.settings)) for _ in range(2)]
+    assert [f.result(timeout=300).status for f in futures] == [Status.CORRECT, Status.CORRECT]
+    assert sum(s.done for s in pool.slots()) == 2
