@@ -181,6 +181,7 @@ def test_the_readme_check_catches_drift():
     ]
 
 
+@pytest.mark.slow  # a whole solve
 def test_no_retime_reaches_the_stored_config(tmp_path):
     from kb_agent.agent.store import Store
 

@@ -268,6 +268,7 @@ def _toy(name: str) -> str:
     return (CANDIDATES / f"{name}.py").read_text()
 
 
+@pytest.mark.slow  # two children; the default run retimes through the loop (fake) and solve e2e
 def test_retime_on_the_cpu_records_the_reproducible_figure_and_still_checks_correctness():
     settings = EvalSettings(device="cpu", repro_min_trials=6, repro_max_s=0.3)
     r = retime(resolve_one("toy/relu"), _toy("triton_relu"), settings)
@@ -279,6 +280,7 @@ def test_retime_on_the_cpu_records_the_reproducible_figure_and_still_checks_corr
     assert wrong.status == Status.INCORRECT and wrong.timing.repro_speedup is None
 
 
+@pytest.mark.slow
 def test_plain_evaluation_on_the_cpu_has_no_reproducible_figure():
     r = evaluate(resolve_one("toy/relu"), _toy("triton_relu"), EvalSettings(device="cpu"))
     assert r.status == Status.CORRECT and r.timing.repro_method is None and r.timing.speedup_ci95
