@@ -456,6 +456,7 @@ class LoadInlineWrapper:
         self.salt = salt
         self.builds: list[dict] = []
         self.monitor = None  # strict mode's SideEffectMonitor, paused while a build runs
+        self.probe = None  # strict mode's kernel_probe.KernelProbe: the built modules' functions report to it
 
     def install(self) -> None:
         self.ce.load_inline = self
@@ -503,6 +504,10 @@ class LoadInlineWrapper:
         )
         self.builds.append({"name": str(name), "seconds": time.perf_counter() - t0, "cached": cached,
                             "light_cuda_include": light})  # fmt: skip
+        if self.probe is not None:  # strict mode: each call of the module's functions is a custom launch
+            from kb_agent.evaluator.kernel_probe import wrap_extension
+
+            wrap_extension(module, self.probe, str(name))
         return module
 
     def _flags(self, args: tuple, kwargs: dict) -> dict:

@@ -1,4 +1,12 @@
-"""Which GPU kernels ran in one forward, from torch.profiler, and which of them are custom."""
+"""Which GPU kernels ran in one forward, from torch.profiler, and which of them are custom.
+
+A kernel is a library kernel when it was launched from inside an ATen op (cuBLAS under aten::mm, cuDNN
+under aten::convolution, ATen's own elementwise kernels, copies): the profiler links each kernel to the
+op that launched it. A custom kernel (a Triton launch, a load_inline kernel) is launched from outside
+every ATen op, whatever its name. Where the profiler links no kernel to any op, the kernel's name is
+matched against the libraries' naming instead (`is_library_kernel`), which can take a custom kernel
+named `gemm_...` for cuBLAS. `profile_forward(..., facts=d)` says which way was used (`d["custom_by"]`).
+"""
 
 from __future__ import annotations
 
@@ -24,21 +32,34 @@ def is_library_kernel(name: str) -> bool:
     return bool(_LIBRARY_KERNEL.search(name))
 
 
-def profile_forward(fn: Callable[..., Any], args: Sequence[Any], max_rows: int = 20) -> ProfileInfo:
-    """Profile one (already warmed-up) call of `fn` and tabulate its CUDA kernels by total device time."""
+def profile_forward(
+    fn: Callable[..., Any], args: Sequence[Any], max_rows: int = 20, facts: dict | None = None
+) -> ProfileInfo:
+    """Profile one (already warmed-up) call of `fn` and tabulate its CUDA kernels by total device time
+    (µs). `facts`, when given, receives `custom_by`: "launch_site" (kernels told apart by the op that
+    launched them) or "name" (by their names, where the profiler linked no kernel to an op)."""
     from torch.profiler import ProfilerActivity, profile
 
     with torch.no_grad(), profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         fn(*args)
         torch.cuda.synchronize()
+    events = list(prof.events())
+    cuda = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
+    aten_ids = {
+        e.id for e in events if e.device_type == torch.autograd.DeviceType.CPU and e.name.startswith("aten::")
+    }
+    linked = any(getattr(e, "linked_correlation_id", 0) in aten_ids for e in cuda)
+    if facts is not None:
+        facts["custom_by"] = "launch_site" if linked else "name"
     rows: dict[str, list[float]] = {}
-    for evt in prof.events():
-        if evt.device_type != torch.autograd.DeviceType.CUDA:
-            continue
+    library: dict[str, bool] = {}
+    for evt in cuda:
         dur = evt.time_range.elapsed_us() if hasattr(evt, "time_range") else getattr(evt, "device_time", 0.0)
         calls_total = rows.setdefault(evt.name, [0, 0.0])
         calls_total[0] += 1
         calls_total[1] += float(dur)
+        lib = getattr(evt, "linked_correlation_id", 0) in aten_ids if linked else is_library_kernel(evt.name)
+        library[evt.name] = library.get(evt.name, True) and lib  # a name launched once from outside is custom
     total = sum(t for _, t in rows.values())
     table = [
         KernelRow(
@@ -47,7 +68,7 @@ def profile_forward(fn: Callable[..., Any], args: Sequence[Any], max_rows: int =
             total_us=t,
             avg_us=t / calls if calls else 0.0,
             share=t / total if total else 0.0,
-            custom=not is_library_kernel(name),
+            custom=not library[name],
         )
         for name, (calls, t) in sorted(rows.items(), key=lambda kv: -kv[1][1])
     ]

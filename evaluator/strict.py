@@ -9,7 +9,7 @@ The checks, by the kind of hack they close (each closes the class, not one examp
 * stale or reused memory: the candidate runs before the reference in every trial, and the allocator's
   free blocks are poisoned with NaN first (`poison_free_memory`);
 * input-dependent results: inputs must be unchanged by the candidate; extra trials on inputs outside
-  the declared distribution (signed, larger) wherever the reference stays finite on them;
+  the declared distribution (signed, x8, and x100 in fp32) wherever the reference stays finite on them;
 * tolerance holes: exact dtype, a plain `torch.Tensor`, and an error relative to the output's own scale
   (`relative_error`), so a zero or constant output of a non-constant reference fails;
 * tampering: everything the evaluator relies on in torch, time and the reference is snapshot before the
@@ -19,11 +19,13 @@ The checks, by the kind of hack they close (each closes the class, not one examp
   (`SideEffectMonitor`); threads left running are reported;
 * timing escapes and replay: a host-clock cross-check with a device-wide synchronize, and timed calls on
   fresh input values (`evaluator.timing.time_strict`);
-* not a kernel: custom kernels must account for most of the GPU time (`thresholds.MIN_CUSTOM_SHARE`) and the
-  source must not call torch.compile, inherit from the reference or reach into the evaluator
-  (`static_findings`);
-* physically impossible speed: faster than the bytes and FLOPs the reference must move and do allow
-  (`speed_of_light_ms`).
+* not a kernel: the candidate's library ops must do a strict part of the reference's work
+  (`library_does_all_the_work`), its custom kernels must run, reach the output and do more than copy
+  (`evaluator.kernel_probe`), whatever share of the GPU time they take (recorded as data: library GEMMs
+  and convolutions beside custom kernels are KernelBench's contract); the source must not call
+  torch.compile, inherit from the reference or reach into the evaluator (`static_findings`);
+* physically impossible speed: faster than moving the problem's unique bytes once allows
+  (`speed_of_light`, `judge_speed_of_light`); the reference's FLOPs only warn.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kb_agent.evaluator.thresholds import PEAK_FLOPS
+from kb_agent.evaluator.thresholds import PEAK_FLOPS, SOL_SLACK
 
 
 @dataclass
@@ -280,29 +282,59 @@ def exact_types(expected, actual) -> str | None:
     return None
 
 
-def alternative_inputs(inputs: list, torch_mod) -> Iterator[tuple[str, list]]:
-    """Inputs outside the declared distribution, for strict extra trials: signed values and larger
-    magnitudes. Only floating-point tensors change; integer inputs (indices) are kept. Yielded one
-    set at a time, so only one extra copy of large inputs is alive."""
+def alternative_inputs(inputs: list, torch_mod, precision: str = "fp32") -> Iterator[tuple[str, list]]:
+    """Inputs outside the declared distribution, for strict extra trials: signed values, larger
+    magnitudes (x8), and in fp32 much larger ones (x100: exp overflows fp32 past 88.7, so a softmax or
+    log-sum-exp without its max subtraction turns to inf/NaN where the reference stays finite; fp16/bf16
+    inputs already reach that at x8, past 11.1). Only floating-point tensors change; integer inputs
+    (indices) are kept. Yielded one set at a time, so only one extra copy of large inputs is alive. A
+    trial counts only where the reference's output is finite on it (the caller's rule)."""
 
     def remap(f):
         return [f(x) if isinstance(x, torch_mod.Tensor) and x.is_floating_point() else x for x in inputs]
 
     yield "signed", remap(lambda x: x * 2 - x.mean() if x.numel() > 1 else -x)
     yield "larger", remap(lambda x: x * 8)
+    if precision == "fp32":
+        yield "huge", remap(lambda x: x * 100)
 
 
 # ------------------------------------------------------------------------------------ speed of light
-def count_bytes(values) -> int:
+def _span_bytes(t) -> int:
+    """Bytes of memory a tensor's elements occupy, from its strides (an expanded dimension, stride 0,
+    occupies no more than one element)."""
+    if t.numel() == 0:
+        return 0
+    extent = 1 + sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride(), strict=True))
+    return extent * t.element_size()
+
+
+def count_bytes(*groups) -> int:
+    """The unique bytes a problem must move at least once: every tensor in `groups` (inputs, outputs;
+    nested lists and tuples too) counted by the memory it occupies, each storage once however many
+    tensors view it (an output aliasing an input, an expanded or broadcast input, two views of one
+    buffer), and never more than the storage holds (`untyped_storage().nbytes()`). Bytes, an int."""
     import torch
     from kb_agent.evaluator.compare import flatten_outputs
 
-    return sum(v.numel() * v.element_size() for v in flatten_outputs(values) if isinstance(v, torch.Tensor))
+    spans: dict[tuple, dict[tuple, int]] = {}
+    limits: dict[tuple, int] = {}
+    for values in groups:
+        for v in flatten_outputs(values):
+            if not isinstance(v, torch.Tensor):
+                continue
+            st = v.untyped_storage()
+            key = (v.device.type, v.device.index, st.data_ptr())
+            limits[key] = st.nbytes()
+            view = (v.data_ptr(), tuple(v.shape), tuple(v.stride()), v.element_size())
+            spans.setdefault(key, {})[view] = _span_bytes(v)
+    return sum(min(limits[k], sum(views.values())) for k, views in spans.items())
 
 
 def count_flops(model, inputs) -> int:
     """FLOPs of one reference forward, from torch.utils.flop_counter (matmuls, convolutions, attention;
-    elementwise work counts as 0, so memory-bound problems are judged by their bytes)."""
+    elementwise work counts as 0). The reference's algorithm, not the problem's: a warning, never a floor
+    (an algorithmic rewrite such as diag(A) @ B as a broadcast multiply does far fewer)."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -331,12 +363,50 @@ def measure_bandwidth(device) -> float:
     return 2 * n * 4 / best
 
 
-def speed_of_light_ms(
+def speed_of_light(
     nbytes: int, flops: int, bandwidth: float, capability: str | None, precision: str
-) -> float:
-    """The least time one forward can take: max(bytes / bandwidth, FLOPs / peak rate), in ms."""
+) -> dict[str, Any]:
+    """The problem's floor for one forward: `floor_ms`, the unique bytes (`count_bytes`) read and written
+    once at `bandwidth` (bytes/s), in ms. `flops_ms`, the reference's FLOPs at the peak dense rate
+    (thresholds.PEAK_FLOPS), is recorded beside it for a warning only: FLOPs belong to the reference's
+    algorithm, not to the problem."""
     peak = PEAK_FLOPS.get(capability or "", PEAK_FLOPS["9.0"])[precision]
-    return max(nbytes / bandwidth, flops / peak) * 1e3
+    return {"bytes": int(nbytes), "flops": int(flops), "bandwidth_Bps": bandwidth,
+            "floor_ms": nbytes / bandwidth * 1e3, "flops_ms": flops / peak * 1e3}  # fmt: skip
+
+
+def judge_speed_of_light(
+    sol: dict[str, Any], candidate_ms: float, reference_ms: float | None
+) -> tuple[bool, str]:
+    """Apply the floor of `speed_of_light` (updated in place with what was found) to a candidate's best
+    time (ms), knowing the reference's best time (ms). Returns (passed, detail).
+
+    A floor the reference itself beats is wrong by construction (the byte count or the bandwidth is off):
+    it is recorded as `floor_invalid` and not applied. A candidate faster than the reference's FLOPs at
+    the peak rate gets a `flops_warning`, never a rejection. Otherwise the candidate is rejected only when
+    it beats the floor by more than thresholds.SOL_SLACK allows.
+    """
+    floor = sol["floor_ms"]
+    sol["candidate_ms"] = candidate_ms
+    sol["reference_ms"] = reference_ms
+    sol["fraction"] = floor / candidate_ms if candidate_ms > 0 else None
+    if sol.get("flops_ms") and candidate_ms < SOL_SLACK * sol["flops_ms"]:
+        sol["flops_warning"] = (
+            f"{candidate_ms:.4f} ms is under the {sol['flops_ms']:.4f} ms the reference's {sol['flops']} "
+            "FLOPs take at the peak rate: a different algorithm (not a verdict)"
+        )
+    if reference_ms is not None and reference_ms < floor:
+        sol["floor_invalid"] = (
+            f"the reference ran in {reference_ms:.4f} ms, under this floor of {floor:.4f} ms: the floor is "
+            "no lower bound here and was not applied"
+        )
+        return True, ""
+    if candidate_ms >= SOL_SLACK * floor:
+        return True, ""
+    return False, (
+        f"{candidate_ms:.4f} ms is faster than physically possible: moving the problem's {sol['bytes']} "
+        f"unique bytes once takes {floor:.4f} ms at the measured {sol['bandwidth_Bps'] / 1e9:.0f} GB/s"
+    )
 
 
 # ------------------------------------------------------------------------------------- not a kernel
@@ -361,8 +431,82 @@ def torch_ops(fn, args) -> set[str]:
     return {e.name for e in prof.events() if e.name.startswith("aten::")}
 
 
-def reference_ops_recomputed(ref_ops: set[str], cand_ops: set[str]) -> list[str]:
-    """The reference's compute ops, when the candidate dispatched every one of them (it recomputes the
-    reference with PyTorch: a fallback, a decoy kernel, or a thin wrapper); else []."""
-    compute = {op for op in ref_ops if op.removeprefix("aten::") not in GLUE_OPS}
-    return sorted(compute) if compute and compute <= cand_ops else []
+# Op kinds that do the same work under different names, so that a candidate cannot pass the reference's
+# work off as its own by spelling it differently (torch.matmul for nn.Linear, clamp_min for relu).
+_KIND_PATTERNS = [
+    ("matmul", ("mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "vdot", "addr", "matmul",
+                "linear", "_scaled_mm", "_int_mm", "einsum", "tensordot")),
+    ("conv", ("convolution", "conv")),
+    ("attention", ("attention",)),
+    ("batch_norm", ("batch_norm",)),
+    ("layer_norm", ("layer_norm",)),
+    ("group_norm", ("group_norm",)),
+    ("log_softmax", ("log_softmax",)),
+    ("softmax", ("softmax",)),
+    ("clamp", ("relu", "clamp", "clamp_min", "clamp_max", "threshold", "hardtanh", "relu6")),
+    ("add", ("add", "sub", "rsub")),
+    ("mul", ("mul", "div", "true_divide")),
+    ("sum", ("sum", "mean")),
+]  # fmt: skip
+_SUBSTRING_KINDS = {"conv", "attention", "batch_norm", "layer_norm", "group_norm", "log_softmax", "softmax"}
+
+
+def op_kind(name: str) -> str | None:
+    """The kind of work an aten op (`aten::addmm`, `add_`, `_softmax`) does, None for glue (GLUE_OPS)."""
+    base = name.removeprefix("aten::").split(".")[0]
+    if base in GLUE_OPS or base.rstrip("_") in GLUE_OPS:
+        return None
+    bare = base.strip("_")
+    for kind, names in _KIND_PATTERNS:
+        if bare in names or (kind in _SUBSTRING_KINDS and any(n in bare for n in names)):
+            return kind
+    return bare
+
+
+def library_work(fn, args) -> dict[str, float]:
+    """The work one call of `fn` did in PyTorch/library ops, by kind (`op_kind`): FLOPs for the kinds
+    torch.utils.flop_counter counts (matmul, conv, attention), elements touched (the largest operand or
+    result) for the others. Seen at the dispatcher, so ops a C++ extension calls (torch::matmul,
+    at::relu) count too; a custom kernel's work is invisible here. Glue ops are left out."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils.flop_counter import FlopCounterMode
+
+    elements: dict[str, float] = {}
+
+    class _Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            kind = op_kind(func._overloadpacket.__name__)
+            if kind is not None:
+                sizes = [
+                    t.numel() for t in [*args, *(kwargs or {}).values(), out] if isinstance(t, torch.Tensor)
+                ]
+                sizes += [
+                    t.numel()
+                    for t in (out if isinstance(out, (list, tuple)) else [])
+                    if isinstance(t, torch.Tensor)
+                ]
+                elements[kind] = elements.get(kind, 0.0) + float(max(sizes, default=1))
+            return out
+
+    with torch.no_grad(), FlopCounterMode(display=False) as counter, _Record():
+        fn(*args)
+    flops: dict[str, float] = {}
+    for op, n in counter.get_flop_counts().get("Global", {}).items():
+        kind = op_kind(getattr(op, "__name__", str(op)))
+        if kind is not None and n:
+            flops[kind] = flops.get(kind, 0.0) + float(n)
+    return {**elements, **flops}
+
+
+def library_does_all_the_work(ref_work: dict[str, float], cand_work: dict[str, float]) -> list[str]:
+    """The reference's kinds of work, when the candidate's library ops did every one of them at least in
+    the reference's amount (so its custom kernels did none of the reference's work: a fallback, a decoy,
+    a copy of a PyTorch result); else []. The library ops of an accepted candidate are a strict part of
+    the reference's: a kind left out, or done in a smaller amount (a library GEMM beside a custom
+    epilogue, half the rows in PyTorch). A reference without compute (only glue) gives []."""
+    if not ref_work:
+        return []
+    covered = all(cand_work.get(k, 0.0) >= v * (1 - 1e-9) for k, v in ref_work.items())
+    return sorted(ref_work) if covered else []

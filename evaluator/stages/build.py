@@ -24,6 +24,7 @@ _OWN_MODULES = {
     "json",
     "kb_agent.evaluator.context",
     "kb_agent.evaluator.strict",
+    "kb_agent.evaluator.kernel_probe",
     "kb_agent.evaluator.compare",
     "kb_agent.evaluator.diagnosis",
     "kb_agent.evaluator.timing",
@@ -59,6 +60,7 @@ def run(ev) -> None:
     # the evaluator's own modules are imported (and bind what they use) before any candidate code runs
     import kb_agent.evaluator.compare
     import kb_agent.evaluator.diagnosis
+    import kb_agent.evaluator.kernel_probe
     import kb_agent.evaluator.profile
     import kb_agent.evaluator.stages.correctness
     import kb_agent.evaluator.stages.strict_trials
@@ -71,6 +73,7 @@ def run(ev) -> None:
     if ev.strict:
         arm_strict_checks(ev, backend)
         wrapper.monitor = ev.monitor
+        wrapper.probe = ev.probe = kb_agent.evaluator.kernel_probe.KernelProbe(ev.torch)
     t0 = time.perf_counter()
     verdict = None
     try:
@@ -113,6 +116,7 @@ def arm_strict_checks(ev, backend: str) -> None:
         SideEffectMonitor,
         TamperGuard,
         guarded_objects,
+        library_work,
         static_findings,
         torch_ops,
     )
@@ -120,6 +124,7 @@ def arm_strict_checks(ev, backend: str) -> None:
     # the profiler's first use imports torch._dynamo, which rewraps torch.manual_seed and friends: do
     # it now, so the snapshot below sees torch as the checks will leave it
     torch_ops(ev.torch.relu, [ev.torch.ones(2)])
+    library_work(ev.torch.relu, [ev.torch.ones(2)])  # the dispatch mode and flop counter, likewise
     found = static_findings(ev.candidate_src)
     ev.checks.record("static", not found, "; ".join(found))
     ev.checks.record("custom_kernel_source", backend != "torch",

@@ -1,5 +1,6 @@
 """Strict mode's extra correctness trials (poisoned memory, inputs off the declared distribution) and the
-checks that need a reference forward: the reference's own ops recomputed, the speed-of-light inputs."""
+checks that need a reference forward: the reference's work done by library ops, whether the custom
+kernels do any of it (`evaluator.kernel_probe`), the speed-of-light inputs."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def run(ev) -> None:
     set_seed(seed)
     base = ev.draw_inputs()
     check_not_pytorch(ev, base)
-    trials = itertools.chain([("candidate_first", base)], alternative_inputs(base, torch))  # one set alive
+    alternatives = alternative_inputs(base, torch, ev.settings.precision)
+    trials = itertools.chain([("candidate_first", base)], alternatives)  # one set alive
     max_rel = MAX_RELATIVE_ERROR[ev.settings.precision]
     for name, inputs in trials:
         cand_in = ev.clone(inputs)  # `inputs` itself only reaches the reference as a clone
@@ -74,6 +76,7 @@ def run(ev) -> None:
         if name == "candidate_first" and ev.device.type == "cuda":
             record_speed_of_light_inputs(ev, inputs, expected)
         del actual, expected, cand_in
+    check_custom_kernels(ev)
 
 
 def poison_free_memory(ev) -> None:
@@ -91,31 +94,110 @@ def poison_free_memory(ev) -> None:
 
 
 def check_not_pytorch(ev, inputs: list) -> None:
-    """The candidate must not compute the answer with the reference's own PyTorch ops."""
-    from kb_agent.evaluator.strict import reference_ops_recomputed, torch_ops
+    """The candidate's PyTorch/library ops must do a strict part of the reference's work (a kind of work
+    left out, or less of it): a library GEMM beside a custom epilogue passes; the reference's whole
+    computation in PyTorch, beside a decoy or a copying kernel, does not (`strict.library_does_all_the_work`).
+    The work of both is recorded (`library_work`)."""
+    from kb_agent.evaluator.strict import library_does_all_the_work, library_work
 
     try:
-        ref_ops = torch_ops(ev.ref_model, ev.clone(inputs))
-        cand_ops = torch_ops(ev.new_model, ev.clone(inputs))
-    except Exception as e:  # a profiler failure is no verdict on the candidate
+        ref_work = library_work(ev.ref_model, ev.clone(inputs))
+        cand_work = library_work(ev.new_model, ev.clone(inputs))
+    except Exception as e:  # a failure of the op count is no verdict on the candidate
         ev.strict_info["torch_ops_error"] = f"{type(e).__name__}: {e}"
         return
-    recomputed = reference_ops_recomputed(ref_ops, cand_ops)
-    ev.strict_info["candidate_torch_ops"] = sorted(cand_ops)
-    ev.checks.record("not_the_reference_ops", not recomputed,
-                       f"calls the reference's own PyTorch ops ({', '.join(recomputed)}): the custom kernels "
-                       "must do the work")  # fmt: skip
+    everything = library_does_all_the_work(ref_work, cand_work)
+    ev.strict_info["candidate_torch_ops"] = sorted(cand_work)
+    ev.strict_info["library_work"] = {"reference": ref_work, "candidate": cand_work}
+    ev.checks.record("not_the_reference_ops", not everything,
+                     f"its PyTorch/library ops do all of the reference's work ({', '.join(everything)}, each in at "
+                     "least the reference's amount): the custom kernels must do part of it")  # fmt: skip
+
+
+def check_custom_kernels(ev) -> None:
+    """`custom_kernels_do_the_work`: a custom kernel ran, its results reach the output, and it does more
+    than copy (see `evaluator.kernel_probe`). Passes over fresh input values: observe, then poison; when
+    every launch only copied, observe again on the signed and larger inputs before saying so."""
+    from kb_agent.evaluator.kernel_probe import output_is_an_input, output_unchanged, verdict
+    from kb_agent.evaluator.strict import alternative_inputs
+
+    probe, torch = getattr(ev, "probe", None), ev.torch
+    if probe is None:
+        return
+    seed = ev.settings.seed + 2_000_003  # values no earlier call saw (a kept output buffer shows its writes)
+
+    def observe_pass(inputs):
+        with torch.no_grad(), probe.passing("observe") as facts:
+            ev.new_model(*ev.clone(inputs))
+            ev.sync()
+        return facts
+
+    set_seed(seed)
+    inputs = ev.draw_inputs()
+    with torch.no_grad():
+        expected = ev.ref_model(*ev.clone(inputs))
+    identity = output_is_an_input(torch, expected, inputs)
+    del expected
+    try:
+        observed = [observe_pass(inputs)]
+    except BaseException as e:  # noqa: BLE001
+        raise ev.runtime_verdict(e, "running the custom-kernel probe (observe pass)") from None
+    set_seed(seed + 1)
+    other = ev.draw_inputs()
+    with torch.no_grad():
+        expected = ev.ref_model(*ev.clone(other))
+    unchanged, poison_error = None, None
+    try:
+        with torch.no_grad(), probe.passing("poison") as poisoned:
+            out = ev.new_model(*ev.clone(other))
+            ev.sync()
+        unchanged = output_unchanged(torch, out, expected, ev.atol, ev.rtol)
+        del out
+    except Exception as e:  # the poisoned values reached the candidate's control flow: they matter
+        poison_error = f"{type(e).__name__}: {str(e)[:200]}"
+    del expected, other
+    if observed[0].launches and all(x.copy for x in observed[0].launches):
+        for name, alt in itertools.islice(alternative_inputs(inputs, torch, ev.settings.precision), 2):
+            try:
+                observed.append(observe_pass(alt))
+            except Exception as e:  # noqa: BLE001 - off the declared inputs a candidate may refuse
+                ev.strict_info.setdefault("kernel_probe_errors", []).append(f"{name}: {type(e).__name__}")
+            del alt
+    unseen = unseen_custom_kernels(ev, inputs) if not observed[0].launches else None
+    passed, detail = verdict(observed, poisoned, unchanged, identity, bool(unseen))
+    ev.strict_info["kernel_probe"] = {
+        "unseen_custom_kernels": unseen,
+        "observe": [f.as_dict() for f in observed],
+        "poison": {**poisoned.as_dict(), "output_unchanged": unchanged, "error": poison_error},
+        "reference_is_identity": identity,
+    }
+    ev.checks.record("custom_kernels_do_the_work", passed, detail)
+
+
+def unseen_custom_kernels(ev, inputs: list) -> list[str] | None:
+    """On a GPU, the kernels of one forward whose names no library uses (`profile.is_library_kernel`):
+    custom kernels launched where the probe cannot see them (a CUDA graph replay, a precompiled Triton
+    kernel). None on a CPU or when the profile fails."""
+    from kb_agent.evaluator.profile import is_library_kernel, profile_forward
+
+    if ev.device.type != "cuda":
+        return None
+    try:
+        prof = profile_forward(ev.new_model, ev.clone(inputs), max_rows=1000)
+    except Exception:  # noqa: BLE001 - no profile, no evidence
+        return None
+    return [k.name[:80] for k in prof.kernels if not is_library_kernel(k.name)]
 
 
 def record_speed_of_light_inputs(ev, inputs: list, expected: Any) -> None:
-    from kb_agent.evaluator.strict import count_bytes, count_flops, measure_bandwidth, speed_of_light_ms
+    """The problem's floor (`strict.speed_of_light`): unique bytes of the inputs and the output together
+    (an output aliasing an input counts once), at the measured copy bandwidth; applied in the timing stage."""
+    from kb_agent.evaluator.strict import count_bytes, count_flops, measure_bandwidth, speed_of_light
 
     try:
-        nbytes = count_bytes(inputs) + count_bytes(expected)
+        nbytes = count_bytes(inputs, expected)
         flops = count_flops(ev.ref_model, ev.clone(inputs))
         bw = measure_bandwidth(ev.device)
-        floor = speed_of_light_ms(nbytes, flops, bw, ev.arch, ev.settings.precision)
-        ev.strict_info["speed_of_light"] = {"bytes": nbytes, "flops": flops, "bandwidth_Bps": bw,
-                                              "floor_ms": floor}  # fmt: skip
+        ev.strict_info["speed_of_light"] = speed_of_light(nbytes, flops, bw, ev.arch, ev.settings.precision)
     except Exception as e:  # the floor is a check, not a verdict: record why it is missing
         ev.strict_info["speed_of_light"] = {"error": f"{type(e).__name__}: {e}"}

@@ -1,0 +1,316 @@
+"""Whether a candidate's custom kernels do some of the reference's work (strict mode's
+`custom_kernels_do_the_work`), whatever share of the GPU time they take.
+
+KernelBench lets a candidate replace some operators and leave the others to PyTorch (cuBLAS, cuDNN): a
+library GEMM with a fused custom epilogue is the winning level-2 pattern, and is accepted. What is
+rejected is a candidate whose custom kernels do none of the work. `KernelProbe` observes every custom
+launch of one forward, a launch being a Triton kernel launched from the host (`JITFunction.run`, or
+`InterpretedFunction.run` under TRITON_INTERPRET=1) or a call of a function of a `load_inline` extension
+module (`evaluator.build.LoadInlineWrapper` wraps them in strict mode). For each launch it snapshots the
+tensors passed in, and afterwards knows which of them the launch changed (bitwise) and which tensors it
+returned: its writes. Two passes use that:
+
+* observe (`probe.passing("observe")`): the launches that completed, and whether each one only copied,
+  i.e. every element it wrote is bitwise the element at the same place of a tensor it was given (a copy
+  of a result PyTorch computed, or of an input), or wrote nothing (a touch such as `y *= 1.0`);
+* poison (`probe.passing("poison")`): every launch's floating-point writes are overwritten with NaN after
+  it returns (integer and boolean ones are left alone: as indices they would send later kernels out of
+  bounds). An output that still matches the reference never depended on a custom kernel: a dead kernel,
+  a decoy, a ghost branch. Where no launch wrote a floating-point tensor the rule is not applied.
+
+Both passes must run on input values that the previous call did not see: a candidate that keeps its
+output buffer across calls writes the same values again on the same inputs, which reads as no write.
+`verdict(...)` turns the facts into the check's (passed, detail). Launches of CUDA graphs
+(`torch.cuda.CUDAGraph.replay`) cannot be observed this way; they are counted, the poison and copy rules
+are then not applied, and a forward with no observed launch is judged by a GPU profile's kernel names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Launch:
+    """One custom launch that returned: its name, how many tensors it wrote (changed arguments plus
+    returned tensors), and (observe pass) whether every write was a copy of a tensor it was given."""
+
+    name: str
+    wrote: int = 0
+    copy: bool = False
+    poisoned: int = 0
+
+
+@dataclass
+class ProbeFacts:
+    """What one pass saw: the launches that completed, the launches that raised, CUDA graph replays."""
+
+    launches: list[Launch] = field(default_factory=list)
+    failed: int = 0
+    graph_replays: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "launches": len(self.launches),
+            "names": sorted({x.name for x in self.launches})[:8],
+            "copies": sum(x.copy for x in self.launches),
+            "wrote_nothing": sum(x.wrote == 0 for x in self.launches),
+            "poisoned": sum(x.poisoned for x in self.launches),
+            "failed": self.failed,
+            "graph_replays": self.graph_replays,
+        }
+
+
+def _tensor_args(torch, args, kwargs) -> list:
+    """The distinct tensors among the arguments (a Triton TensorDescriptor's base tensor included)."""
+    out, seen = [], set()
+    for a in [*args, *kwargs.values()]:
+        if not isinstance(a, torch.Tensor):
+            base = getattr(a, "base", None)
+            a = base if isinstance(base, torch.Tensor) else None
+        if a is not None and id(a) not in seen:
+            seen.add(id(a))
+            out.append(a)
+    return out
+
+
+def _flat_tensors(torch, value) -> list:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _flat_tensors(torch, v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _flat_tensors(torch, v)]
+    return []
+
+
+_INT_OF_SIZE = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
+
+
+def bits(torch, t):
+    """`t` viewed as integers of the same width, so that comparisons are bitwise (NaN equals NaN)."""
+    if t.dtype == torch.bool or not (t.is_floating_point() or t.is_complex()):
+        return t
+    if t.is_complex():
+        t = torch.view_as_real(t)
+    return t.view(getattr(torch, _INT_OF_SIZE[t.element_size()]))
+
+
+def poison(torch, t) -> bool:
+    """Overwrite every element of a floating-point `t` with NaN; True when it did. Integer and boolean
+    results are left alone: as indices they would send later kernels out of bounds."""
+    if t.is_floating_point() or t.is_complex():
+        t.fill_(float("nan"))
+        return True
+    return False
+
+
+def copied_from(torch, written, mask, sources) -> bool:
+    """Whether the elements of `written` where `mask` is set (all, when None) are bitwise those at the
+    same places of one of `sources` (tensors of the same number of elements and element width)."""
+    w = bits(torch, written).reshape(-1)
+    m = None if mask is None else mask.reshape(-1)
+    for s in sources:
+        if s.numel() != written.numel() or s.element_size() != written.element_size():
+            continue
+        sv = bits(torch, s).reshape(-1).to(w.device)
+        if sv.dtype != w.dtype:
+            continue
+        if bool((w == sv).all()) if m is None else bool((w[m] == sv[m]).all()):
+            return True
+    return False
+
+
+class KernelProbe:
+    """Observes custom launches during a pass (see the module doc); a pass-through outside one."""
+
+    def __init__(self, torch_mod):
+        self.torch = torch_mod
+        self.mode: str | None = None
+        self.facts = ProbeFacts()
+
+    def call(self, name: str, fn, args: tuple, kwargs: dict):
+        """Run one custom launch `fn(*args, **kwargs)` under the current pass."""
+        if self.mode is None:
+            return fn(*args, **kwargs)
+        torch = self.torch
+        given = _tensor_args(torch, args, kwargs)
+        before = [t.clone() for t in given]
+        try:
+            result = fn(*args, **kwargs)
+        except BaseException:
+            self.facts.failed += 1
+            raise
+        ids = {id(t) for t in given}
+        changed = []
+        for t, b in zip(given, before, strict=True):
+            diff = bits(torch, t) != bits(torch, b)
+            if bool(diff.any()):
+                changed.append((t, diff))
+        returned = [r for r in _flat_tensors(torch, result) if id(r) not in ids]
+        launch = Launch(name=name, wrote=len(changed) + len(returned))
+        if self.mode == "observe":
+            launch.copy = all(copied_from(torch, t, m, before) for t, m in changed) and all(
+                copied_from(torch, r, None, before) for r in returned
+            )
+        elif self.mode == "poison":
+            launch.poisoned = sum(poison(torch, t) for t in [*(t for t, _ in changed), *returned])
+        self.facts.launches.append(launch)
+        return result
+
+    @contextlib.contextmanager
+    def passing(self, mode: str):
+        """One pass ("observe" or "poison"): Triton launches and CUDA graph replays are hooked for its
+        duration (extension functions are wrapped once, at build); yields the pass's `ProbeFacts`."""
+        import sys
+
+        self.mode, self.facts = mode, ProbeFacts()
+        restore = []
+        try:
+            for cls in _triton_classes(sys.modules):
+                orig = cls.__dict__["run"]
+                cls.run = _hooked_run(self, orig)
+                restore.append((cls, "run", orig))
+            graph = getattr(self.torch.cuda, "CUDAGraph", None)
+            if graph is not None and "replay" in graph.__dict__:
+                orig_replay = graph.__dict__["replay"]
+
+                def replay(g, *a, **k):
+                    self.facts.graph_replays += 1
+                    return orig_replay(g, *a, **k)
+
+                graph.replay = replay
+                restore.append((graph, "replay", orig_replay))
+            yield self.facts
+        finally:
+            for cls, attr, orig in restore:
+                setattr(cls, attr, orig)
+            self.mode = None
+
+
+def _triton_classes(modules) -> list:
+    """Triton's launchable kernel classes, if the candidate imported Triton (never imported here)."""
+    out = []
+    jit = modules.get("triton.runtime.jit")
+    if jit is not None and "run" in getattr(jit, "JITFunction", type).__dict__:
+        out.append(jit.JITFunction)
+    interp = modules.get("triton.runtime.interpreter")
+    if interp is not None and "run" in getattr(interp, "InterpretedFunction", type).__dict__:
+        out.append(interp.InterpretedFunction)
+    return out
+
+
+def _hooked_run(probe: KernelProbe, orig):
+    @functools.wraps(orig)
+    def run(self, *args, grid, warmup, **kwargs):
+        if warmup:
+            return orig(self, *args, grid=grid, warmup=warmup, **kwargs)
+        name = getattr(self, "__name__", None) or getattr(getattr(self, "fn", None), "__name__", "triton")
+        return probe.call(
+            f"triton:{name}", lambda *a, **k: orig(self, *a, grid=grid, warmup=warmup, **k), args, kwargs
+        )
+
+    return run
+
+
+def wrap_extension(module, probe: KernelProbe, label: str) -> None:
+    """Route every function of a built extension module through `probe.call` (in place). Functions only:
+    pybind11 classes and plain attributes are left alone."""
+    for name, obj in list(vars(module).items()):
+        if name.startswith("__") or type(obj).__name__ != "builtin_function_or_method":
+            continue
+        setattr(module, name, _wrapped(probe, f"{label}.{name}", obj))
+
+
+def _wrapped(probe: KernelProbe, name: str, fn):
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        if probe.mode is None:
+            return fn(*args, **kwargs)
+        return probe.call(name, fn, args, kwargs)
+
+    return call
+
+
+def output_unchanged(torch, poisoned, expected, atol: float, rtol: float) -> bool:
+    """Whether the output of the poison pass still matches the reference's (shapes equal, finite where
+    the reference is finite, allclose elsewhere): then no custom kernel's result reached it."""
+    from kb_agent.evaluator.compare import flatten_outputs
+
+    p, e = flatten_outputs(poisoned), flatten_outputs(expected)
+    if len(p) != len(e):
+        return False
+    for a, b in zip(p, e, strict=True):
+        if not isinstance(b, torch.Tensor):
+            if a != b:
+                return False
+            continue
+        if not isinstance(a, torch.Tensor) or a.shape != b.shape:
+            return False
+        a = a.detach().to(b.device)
+        if b.is_floating_point() or b.is_complex():
+            if not bool(torch.isclose(a.to(b.dtype), b, rtol=rtol, atol=atol, equal_nan=True).all()):
+                return False
+        elif not torch.equal(a.to(b.dtype), b):
+            return False
+    return True
+
+
+def output_is_an_input(torch, expected, inputs) -> bool:
+    """Whether every tensor of the reference's output is bitwise one of its inputs (an identity on these
+    values, as ReLU is on non-negative inputs): then a kernel that copies does the reference's work."""
+    from kb_agent.evaluator.compare import flatten_outputs
+
+    outs = [t for t in flatten_outputs(expected) if isinstance(t, torch.Tensor)]
+    ins = [t for t in inputs if isinstance(t, torch.Tensor)]
+    return bool(outs) and all(copied_from(torch, o, None, ins) for o in outs)
+
+
+def verdict(observed: list[ProbeFacts], poisoned: ProbeFacts | None, unchanged: bool | None,
+            identity: bool, unseen_custom: bool = False) -> tuple[bool, str]:  # fmt: skip
+    """The check `custom_kernels_do_the_work` from the passes' facts.
+
+    Args:
+        observed: the observe passes (the first on the declared input distribution; later ones, on other
+            distributions, are asked for only when every launch of the first only copied).
+        poisoned: the poison pass; None when it could not run.
+        unchanged: whether the poisoned output still matched the reference (None: not measured; the
+            rule also needs a floating-point write poisoned and no CUDA graph replayed).
+        identity: whether the reference's output is bitwise one of its inputs on the observe inputs.
+        unseen_custom: where the probe saw no launch, whether a GPU profile of the forward showed kernels
+            named as no library names them (replayed from a CUDA graph, or launched from a precompiled
+            Triton kernel): custom code the probe cannot follow, so the other rules are not applied.
+
+    Returns (passed, detail): rejected when no custom kernel ran in a forward; when poisoning every
+    custom launch's result left the output right; when every launch only copied or wrote nothing on every
+    distribution tried (unless the reference itself is an identity there, or its output is a copy).
+    """
+    first = observed[0]
+    if not first.launches:
+        if unseen_custom:
+            return True, ""
+        why = "no custom kernel ran in a forward"
+        if first.failed:
+            why += f" ({first.failed} launch(es) raised, and the forward went on without them)"
+        if first.graph_replays:
+            why += " (it replayed CUDA graphs of library kernels only)"
+        return False, why + ": the output was computed by PyTorch alone"
+    measurable = (
+        poisoned is not None and not poisoned.graph_replays and any(x.poisoned for x in poisoned.launches)
+    )
+    if measurable and unchanged:
+        return False, (
+            f"with the results of all {len(poisoned.launches)} custom launch(es) overwritten with NaN, the "
+            "output was still right: it does not depend on the custom kernels (a dead kernel, a decoy, or "
+            "a branch that never uses them)"
+        )
+    copies_only = all(f.launches and all(x.copy for x in f.launches) for f in observed)
+    if copies_only and not identity and not first.graph_replays:
+        return False, (
+            "every custom launch only copied tensors it was given or wrote nothing (on every input "
+            "distribution tried): the computation itself ran in PyTorch/library ops"
+        )
+    return True, ""

@@ -1,0 +1,218 @@
+"""Strict mode's custom-kernel rules (issue 11, item 1): the library work rule and the kernel probe,
+in-process on the CPU (stand-in "extension functions" are Python functions; Triton runs interpreted)."""
+
+import types
+
+import pytest
+import torch
+from kb_agent.evaluator import kernel_probe as kp
+from kb_agent.evaluator.strict import library_does_all_the_work, library_work, op_kind
+
+
+# ------------------------------------------------------------------------------ library work rule
+class MatmulScaleResidual(torch.nn.Module):  # KernelBench 2/40 in small
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.linear = torch.nn.Linear(16, 8)
+
+    def forward(self, x):
+        y = self.linear(x)
+        return y * 0.5 + y.clone().detach()
+
+
+def test_op_kinds_merge_spellings_and_drop_glue():
+    assert op_kind("aten::addmm") == op_kind("mm") == "matmul"
+    assert op_kind("relu") == op_kind("clamp_min_") == "clamp"
+    assert op_kind("_softmax") == "softmax" and op_kind("_log_softmax") == "log_softmax"
+    assert op_kind("cudnn_convolution") == "conv"
+    assert op_kind("clone") is None and op_kind("empty_like") is None and op_kind("aten::view") is None
+
+
+def test_a_library_gemm_beside_a_custom_epilogue_is_a_strict_part_of_the_reference():
+    ref = MatmulScaleResidual()
+    x = torch.randn(4, 16)
+    ref_work = library_work(ref, [x])
+    assert set(ref_work) == {"matmul", "mul", "add"} and ref_work["matmul"] == 2 * 4 * 16 * 8
+    cand_work = library_work(lambda x: torch.matmul(x, ref.linear.weight.t()), [x])
+    assert set(cand_work) == {"matmul"}
+    assert library_does_all_the_work(ref_work, cand_work) == []
+
+
+def test_the_whole_reference_in_library_ops_is_caught_whatever_the_spelling():
+    ref = MatmulScaleResidual()
+    x = torch.randn(4, 16)
+
+    def respelled(x):
+        y = torch.addmm(ref.linear.bias, x, ref.linear.weight.t())
+        return y.div(2.0).sub(-y)  # mul as div, add as sub
+
+    ref_work = library_work(ref, [x])
+    assert library_does_all_the_work(ref_work, library_work(respelled, [x])) == ["add", "matmul", "mul"]
+    relu_work = library_work(torch.relu, [x])
+    assert library_does_all_the_work(relu_work, library_work(lambda t: t.clamp_min(0), [x]))
+
+
+def test_less_of_a_kind_than_the_reference_does_is_a_strict_part():
+    x = torch.randn(64, 16)
+    half = library_work(lambda t: torch.cat([torch.relu(t[:32]), t[32:] * 0]), [x])
+    assert library_does_all_the_work(library_work(torch.relu, [x]), {"clamp": half["clamp"]}) == []
+
+
+def test_a_reference_of_glue_only_is_never_said_to_be_done_by_the_library():
+    x = torch.randn(8, 8)
+    assert library_work(lambda t: t.t().contiguous(), [x]) == {}
+    assert library_does_all_the_work({}, {"matmul": 1.0}) == []
+
+
+# ---------------------------------------------------------------------------------- kernel probe
+def _ext(probe, **fns):
+    """A stand-in extension module: functions routed through the probe as LoadInlineWrapper wraps them."""
+    return types.SimpleNamespace(**{n: kp._wrapped(probe, f"ext.{n}", f) for n, f in fns.items()})
+
+
+def relu_into(x, y):
+    y.copy_(torch.relu(x))
+
+
+def copy_into(x, y):
+    y.copy_(x)
+
+
+def test_outside_a_pass_the_wrapped_function_just_runs():
+    probe = kp.KernelProbe(torch)
+    ext = _ext(probe, relu_into=relu_into)
+    x, y = torch.randn(16), torch.zeros(16)
+    ext.relu_into(x, y)
+    assert torch.equal(y, torch.relu(x)) and probe.facts.launches == []
+
+
+def test_observe_tells_a_computing_launch_from_a_copy_and_a_touch():
+    probe = kp.KernelProbe(torch)
+    ext = _ext(probe, relu_into=relu_into, copy_into=copy_into, scale=lambda y, s: y.mul_(s),
+               make=lambda x: torch.relu(x))  # fmt: skip
+    x, y = torch.randn(64), torch.empty(64)
+    with probe.passing("observe") as facts:
+        ext.relu_into(x, y)
+        z = torch.zeros(64)
+        ext.copy_into(torch.relu(x), z)
+        ext.scale(z, 1.0)
+        ext.make(x)
+    got = [(launch.name, launch.wrote, launch.copy) for launch in facts.launches]
+    assert got == [("ext.relu_into", 1, False), ("ext.copy_into", 1, True), ("ext.scale", 0, True),
+                   ("ext.make", 1, False)]  # fmt: skip
+
+
+def test_a_chunked_copy_is_still_a_copy():
+    probe = kp.KernelProbe(torch)
+
+    def copy_chunk(src, dst, lo, hi):
+        dst[lo:hi] = src[lo:hi]
+
+    ext = _ext(probe, copy_chunk=copy_chunk)
+    src, dst = torch.randn(100), torch.zeros(100)
+    with probe.passing("observe") as facts:
+        ext.copy_chunk(src, dst, 0, 50)
+        ext.copy_chunk(src, dst, 50, 100)
+    assert all(launch.copy for launch in facts.launches)
+
+
+def test_poison_overwrites_floating_point_writes_and_leaves_indices():
+    probe = kp.KernelProbe(torch)
+    ext = _ext(probe, relu_into=relu_into, argmax=lambda x: torch.argmax(x).reshape(1))
+    x, y = torch.randn(8), torch.zeros(8)
+    with probe.passing("poison") as facts:
+        ext.relu_into(x, y)
+        idx = ext.argmax(x)
+    assert torch.isnan(y).all() and not torch.isnan(x).any()
+    assert idx.item() == torch.argmax(x).item()
+    assert [launch.poisoned for launch in facts.launches] == [1, 0]
+
+
+def test_a_launch_that_raises_is_counted_as_failed_not_as_a_launch():
+    probe = kp.KernelProbe(torch)
+
+    def broken(x):
+        raise RuntimeError("no kernel image")
+
+    ext = _ext(probe, broken=broken)
+    with probe.passing("observe") as facts:
+        with pytest.raises(RuntimeError):
+            ext.broken(torch.ones(2))
+    assert facts.failed == 1 and facts.launches == []
+
+
+def _facts(*launches, failed=0):
+    return kp.ProbeFacts(launches=list(launches), failed=failed)
+
+
+def test_verdict_rules():
+    real = kp.Launch("k", wrote=1, copy=False, poisoned=1)
+    copy = kp.Launch("c", wrote=1, copy=True, poisoned=1)
+    assert kp.verdict([_facts(real)], _facts(real), False, False) == (True, "")
+    passed, why = kp.verdict([_facts(failed=1)], _facts(), None, False)
+    assert not passed and "no custom kernel ran" in why and "raised" in why
+    passed, why = kp.verdict([_facts(real)], _facts(real), True, False)
+    assert not passed and "does not depend on the custom kernels" in why
+    # nothing floating-point was poisoned (an argmax kernel): the reach rule is not applied
+    ints = kp.Launch("i", wrote=1, copy=False, poisoned=0)
+    assert kp.verdict([_facts(ints)], _facts(ints), True, False) == (True, "")
+    passed, why = kp.verdict([_facts(copy), _facts(copy)], _facts(copy), False, False)
+    assert not passed and "only copied" in why
+    mixed = [_facts(copy), _facts(real)]  # copies on one distribution, computes on another
+    assert kp.verdict(mixed, _facts(copy), False, False) == (True, "")
+    assert kp.verdict([_facts(copy)], _facts(copy), False, True) == (True, "")  # the reference is an identity
+
+
+def test_output_unchanged_and_identity_helpers():
+    e = torch.randn(4)
+    assert kp.output_unchanged(torch, e.clone(), e, 1e-5, 1e-5)
+    assert not kp.output_unchanged(torch, torch.full_like(e, float("nan")), e, 1e-5, 1e-5)
+    assert not kp.output_unchanged(torch, e + 1, e, 1e-5, 1e-5)
+    x = torch.rand(4)
+    assert kp.output_is_an_input(torch, torch.relu(x), [x])
+    assert not kp.output_is_an_input(torch, torch.relu(x - 0.5), [x])
+
+
+def test_triton_launches_are_observed_and_the_hook_removed(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    triton = pytest.importorskip("triton")
+    import triton.language as tl
+
+    @triton.jit
+    def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(y_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=m), 0.0), mask=m)
+
+    probe = kp.KernelProbe(torch)
+    cls = type(relu_kernel)
+    before = cls.__dict__["run"]
+    x, y = torch.randn(100), torch.empty(100)
+    with probe.passing("poison") as facts:
+        relu_kernel[(1,)](x, y, 100, BLOCK=128)
+    assert [launch.name for launch in facts.launches] == ["triton:relu_kernel"]
+    assert torch.isnan(y).all()
+    assert cls.__dict__["run"] is before
+    relu_kernel[(1,)](x, y, 100, BLOCK=128)  # outside a pass: untouched
+    assert torch.equal(y, torch.relu(x))
+
+
+def test_wrap_extension_routes_a_modules_builtin_functions_through_the_probe():
+    probe = kp.KernelProbe(torch)
+    mod = types.ModuleType("ext")
+    mod.relu = torch.relu  # a builtin function, as pybind11 exports them
+    mod.version = "1"
+    kp.wrap_extension(mod, probe, "ext")
+    assert mod.version == "1"
+    x = torch.randn(8)
+    with probe.passing("observe") as facts:
+        y = mod.relu(x)
+    assert [launch.name for launch in facts.launches] == ["ext.relu"] and torch.equal(y, torch.relu(x))
+
+
+def test_no_observed_launch_is_judged_by_the_profiles_kernel_names():
+    graphs_only = kp.ProbeFacts(graph_replays=1)
+    passed, why = kp.verdict([graphs_only], graphs_only, None, False, unseen_custom=False)
+    assert not passed and "CUDA graphs" in why  # a captured torch.relu replayed
+    assert kp.verdict([graphs_only], graphs_only, None, False, unseen_custom=True) == (True, "")
