@@ -56,12 +56,12 @@ def test_three_turns_compile_error_incorrect_correct(fake_llm, tmp_path):
     assert got == {p: (int(s > p), 1) for p in P_VALUES}
 
 
-@pytest.mark.slow  # a CLI run SIGKILLed and resumed: three more evaluations
+@pytest.mark.slow  # a CLI run SIGKILLed and resumed: three evaluations in two processes
 def test_killed_run_resumes_without_losing_or_repeating_a_turn(fake_llm, tmp_path):
     first, second, third = (p.read_text() for p in REPLIES)
     fake_llm.add(first, slow(second, 60))  # turn 2's reply never arrives before the kill
     db = tmp_path / "kb.sqlite"
-    proc = subprocess.Popen(_solve_args(fake_llm.openai_base, db, "killed"), stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen([*_solve_args(fake_llm.openai_base, db, "killed"), "--no-retime"], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
     deadline = time.time() + 120
     while len(fake_llm.requests) < 2 and time.time() < deadline:  # turn 1 evaluated, turn 2 asked
