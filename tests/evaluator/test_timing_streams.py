@@ -95,10 +95,10 @@ def test_capture_safe_calls(name):
 
 
 def test_the_honest_layernorm_of_issue_11_passes_the_escape_rule():
-    # the figures reported: events 0.229 ms per call, the host clock (device-wide sync) 2.605 ms. What
-    # counts now is the wait after the timed stream was done; for work on the current stream it is the
-    # cost of a synchronize with nothing left to do
-    assert not timing.work_escaped([0.229] * 20, [0.01] * 20)
+    # reported: events 0.229 ms per call, the host clock (device-wide sync) 2.605 ms; measured on the H200
+    # beside another process's matrix products: events 0.226, host 2.686, and 0.026 ms of wait after the
+    # timed stream was done (a synchronize with nothing of ours left to do), the figure judged now
+    assert not timing.work_escaped([0.226] * 20, [0.026] * 20)
 
 
 def test_side_stream_work_fails_the_escape_rule():
