@@ -1,9 +1,9 @@
 """Evaluation work directories in the temp dir, and the sweep that removes those a killed harness left.
 
-Each evaluation (and each reference check) runs in a fresh directory `<tmp>/kb-eval-<pid>-XXXXXXXX`
-(`kb-check-...` for checks), named for the harness process that made it. The harness removes it when the
-evaluation ends, interrupted or not; a harness killed with SIGKILL cannot, so every new work directory
-first sweeps the temp dir of those whose harness process is gone.
+Each evaluation runs in a fresh directory `<tmp>/kb-eval-<pid>-XXXXXXXX` (`kb-check-...` for reference
+checks, `kb-base-...` for baseline timings), named for the harness process that made it. The harness
+removes it when the evaluation ends, interrupted or not; a harness killed with SIGKILL cannot, so every
+new work directory first sweeps the temp dir of those whose harness process is gone.
 
 A directory whose name carries no pid (made by an older kb-agent) is removed once it is a day old.
 Limits: the owner is looked up in this machine's process table, so harnesses in other PID namespaces
@@ -19,14 +19,17 @@ import tempfile
 import time
 from pathlib import Path
 
-PREFIXES = ("kb-eval-", "kb-check-")
-_OWNED = re.compile(r"kb-(?:eval|check)-(\d+)-[^/]+")
+PREFIXES = ("kb-eval-", "kb-check-", "kb-base-")  # evaluations, reference checks, baseline timings
+_OWNED = re.compile("(?:" + "|".join(map(re.escape, PREFIXES)) + r")(\d+)-[^/]+")
 _UNOWNED_MAX_AGE_S = 24 * 3600
 
 
 def new_workdir(prefix: str) -> Path:
     """Sweep stale work directories (`sweep_stale`), then make and return a fresh, empty
-    `<tmp>/<prefix><this pid>-XXXXXXXX` (mode 0700). `prefix` is one of `PREFIXES`."""
+    `<tmp>/<prefix><this pid>-XXXXXXXX` (mode 0700). Raises ValueError for a `prefix` not in `PREFIXES`
+    (the sweep would never remove it)."""
+    if prefix not in PREFIXES:
+        raise ValueError(f"work directory prefix {prefix!r} is not one of {PREFIXES} (evaluator/workdir.py)")
     sweep_stale()
     return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
 

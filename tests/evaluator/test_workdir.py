@@ -7,6 +7,7 @@ import sys
 import tempfile
 import time
 
+import pytest
 from kb_agent.evaluator.workdir import new_workdir, sweep_stale
 
 
@@ -22,12 +23,14 @@ def test_the_sweep_removes_only_what_a_gone_process_left(tmp_path):
     (dead / "home" / "candidate.py").write_text("x")
     dead_check = tmp_path / f"kb-check-{_dead_pid()}-def456"
     dead_check.mkdir()
+    dead_base = tmp_path / f"kb-base-{_dead_pid()}-ghi789"
+    dead_base.mkdir()
     mine = tmp_path / f"kb-eval-{os.getpid()}-live99"
     mine.mkdir()
     other = tmp_path / f"unrelated-{_dead_pid()}-x"
     other.mkdir()
-    assert sorted(sweep_stale(tmp_path)) == sorted([dead, dead_check])
-    assert not dead.exists() and not dead_check.exists()
+    assert sorted(sweep_stale(tmp_path)) == sorted([dead, dead_check, dead_base])
+    assert not dead.exists() and not dead_check.exists() and not dead_base.exists()
     assert mine.is_dir() and other.is_dir()
 
 
@@ -49,3 +52,8 @@ def test_a_new_workdir_carries_the_pid_and_sweeps_first(tmp_path, monkeypatch):
     assert d.parent == tmp_path and d.name.startswith(f"kb-eval-{os.getpid()}-") and d.is_dir()
     assert not stale.exists()
     assert sweep_stale(tmp_path) == []  # its own harness runs: kept
+
+
+def test_a_prefix_the_sweep_does_not_know_is_refused():
+    with pytest.raises(ValueError, match="kb-other-"):
+        new_workdir("kb-other-")
