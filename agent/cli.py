@@ -368,6 +368,78 @@ def runs_show(
     _print_blocks(report.show_renderables(shown), report.render_show_text(shown))
 
 
+@app.command("export", cls=_Command)
+def export_cmd(
+    run: Annotated[str, typer.Argument(help="Run id or name.")],
+    fmt: Annotated[str, typer.Option("--format", "-f", help="jsonl, parquet or csv.")] = "jsonl",
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="The file to write; - for stdout (jsonl, csv).",
+            show_default="RUN-NAME.FORMAT beside the store",
+        ),
+    ] = None,
+    db: DbOpt = DEFAULT_DB,
+) -> None:
+    """Write a run's turns as a table, one row per turn (problem, sample, turn, parent, both verdicts,
+    speedups, tokens, cost, reply, code, feedback, evaluation)."""
+    from kb_agent.agent.export import export_run
+    from kb_agent.agent.store import Store
+
+    with Store(db, create=False) as store:
+        path = export_run(store, run, fmt, output)
+    if path is not None:
+        err.print(f"wrote {path}", highlight=False)
+
+
+@app.command("view", cls=_Command)
+def view_cmd(
+    run: Annotated[str, typer.Argument(help="Run id or name.")],
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "--output", "-o", help="The HTML file to write.", show_default="RUN-NAME.html beside the store"
+        ),
+    ] = None,
+    db: DbOpt = DEFAULT_DB,
+) -> None:
+    """Write a run as one self-contained HTML page: a problems x turns grid coloured by status; a cell
+    opens the reply, the code diff against the previous turn, the feedback and the evaluation."""
+    from kb_agent.agent.store import Store
+    from kb_agent.agent.viewer import write_view
+
+    with Store(db, create=False) as store:
+        path = write_view(store, run, output)
+    out.print(f"wrote {path}", highlight=False)
+
+
+@app.command("rescore", cls=_Command)
+def rescore_cmd(
+    run: Annotated[str, typer.Argument(help="Run id or name.")],
+    force: Annotated[
+        bool, typer.Option("--force", help="Evaluate again turns already rescored under this evaluator.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+    db: DbOpt = DEFAULT_DB,
+) -> None:
+    """Evaluate every stored turn's code again under the current evaluator, with the run's settings;
+    store the results beside the old ones and print the verdicts and fast_p figures that changed."""
+    import json
+
+    from kb_agent.agent.rescore import render_rescore_text, rescore
+    from kb_agent.agent.store import Store
+
+    def progress(turn: dict, status: str) -> None:
+        err.print(f"{turn['problem_key']} sample {turn['sample']} turn {turn['idx']}: {status} "
+                  f"(was {turn['status']})", highlight=False)  # fmt: skip
+
+    with Store(db, create=False) as store, _interruptible("; the turns rescored so far are stored"):
+        rep = rescore(store, run, force=force, on_rescored=None if as_json else progress)
+    sys.stdout.write(json.dumps(rep, indent=2) + "\n" if as_json else render_rescore_text(rep))
+
+
 @app.command("eval", cls=_Command)
 def eval_cmd(
     candidate: Annotated[Path, typer.Argument(help="A Python module defining ModelNew.", show_default=False)],

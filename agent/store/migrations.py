@@ -198,6 +198,38 @@ def m008_turn_verdicts(db: Database) -> None:
         )
 
 
+@migration
+def m009_rescores(db: Database) -> None:
+    """`rescores`: a stored turn's code evaluated again under a later evaluator (`kb-agent rescore`), kept
+    beside the turn's first result, never instead of it. One row per (turn, evaluator version), the
+    latest rescoring under a version winning: `evaluator_version` (`agent.rescore.evaluator_version`:
+    the package version and a hash of the evaluator's sources), `status`, `parity_status`,
+    `failed_checks` and `library_share` as the turn's own columns mean them, `correct` (0/1), `speedup`
+    (reference ms / candidate ms), `runtime_ms` and `ref_runtime_ms` (ms), `eval_json` (the whole
+    `EvalResult`) and `rescored_at` (ISO 8601, UTC)."""
+    db["rescores"].create(
+        {
+            "id": int,
+            "turn_id": int,
+            "evaluator_version": str,
+            "status": str,
+            "parity_status": str,
+            "failed_checks": str,  # JSON list of check names; NULL: strict mode did not run
+            "correct": int,
+            "speedup": float,
+            "runtime_ms": float,
+            "ref_runtime_ms": float,
+            "library_share": float,
+            "eval_json": str,
+            "rescored_at": str,
+        },
+        pk="id",
+        foreign_keys=[("turn_id", "turns", "id")],
+        not_null=["turn_id", "evaluator_version", "status", "rescored_at"],
+    )
+    db["rescores"].create_index(["turn_id", "evaluator_version"], unique=True)
+
+
 MIGRATIONS: tuple[Migration, ...] = tuple(_registered)
 
 

@@ -521,6 +521,69 @@ class Store:
                 r["failed_checks"] = json.loads(r["failed_checks"])
         return rows
 
+    # -- whole runs: export, the viewer, rescoring
+
+    def run_turns(self, run_id: str) -> list[dict[str, Any]]:
+        """Every turn of a run, whole: all turn columns (JSON columns decoded) plus the trajectory's
+        `run_id`, `level`, `problem_id`, `problem_name`, `problem_key` and `sample`; ordered by
+        trajectory, then turn index. What export, the viewer and rescoring read."""
+        sql = """
+            SELECT turns.*, t.run_id, t.level, t.problem_id, t.problem_name, t.problem_key, t.sample
+            FROM turns JOIN trajectories t ON t.id = turns.trajectory_id
+            WHERE t.run_id = ? ORDER BY turns.trajectory_id, turns.idx
+        """
+        return [decode("turns", r) for r in self.db.query(sql, (run_id,))]
+
+    def record_rescore(
+        self, turn_id: int, evaluator_version: str, eval_result: Mapping[str, Any] | Any
+    ) -> None:
+        """Store a turn's code evaluated again (`kb-agent rescore`) beside its first result, replacing an
+        earlier rescoring of the same turn under the same `evaluator_version`.
+
+        Args:
+            eval_result: the new `EvalResult` (or its dict); its status, speedup (reference ms / candidate
+                ms), runtimes (ms) and verdict columns (`rows.verdict_columns`) become plain columns.
+
+        Raises:
+            StoreError: no turn `turn_id`.
+        """
+        er = dict(eval_result if isinstance(eval_result, Mapping) else eval_result.to_dict())
+        status = str(er["status"].value if isinstance(er["status"], Enum) else er["status"])
+        if self._one("SELECT id FROM turns WHERE id = ?", (turn_id,)) is None:
+            raise StoreError(f"no turn {turn_id!r} in {self.path}")
+        row = {
+            "turn_id": turn_id,
+            "evaluator_version": evaluator_version,
+            "status": status,
+            **verdict_columns(status, er),
+            "correct": int(status == "correct"),
+            "speedup": er.get("speedup"),
+            "runtime_ms": er.get("runtime_ms"),
+            "ref_runtime_ms": er.get("ref_runtime_ms"),
+            "eval_json": dumps(er),
+            "rescored_at": now(),
+        }
+        cols = ", ".join(row)
+        updates = ", ".join(f"{k} = excluded.{k}" for k in row if k not in ("turn_id", "evaluator_version"))
+        self.db.execute(
+            f"INSERT INTO rescores ({cols}) VALUES ({', '.join('?' for _ in row)}) "
+            f"ON CONFLICT(turn_id, evaluator_version) DO UPDATE SET {updates}",
+            list(row.values()),
+        )
+        self.db.conn.commit()
+
+    def rescores(self, run_id: str, evaluator_version: str | None = None) -> list[dict[str, Any]]:
+        """The rescorings of a run's turns (all versions, or one), oldest first, JSON columns decoded;
+        each row has the `rescores` columns plus the turn's `trajectory_id` and `idx`."""
+        sql = """
+            SELECT r.*, turns.trajectory_id, turns.idx FROM rescores r
+            JOIN turns ON turns.id = r.turn_id JOIN trajectories t ON t.id = turns.trajectory_id
+            WHERE t.run_id = ? AND (? IS NULL OR r.evaluator_version = ?)
+            ORDER BY r.rescored_at, r.id
+        """
+        rows = self.db.query(sql, (run_id, evaluator_version, evaluator_version))
+        return [decode("rescores", r) for r in rows]
+
     # -- internals
 
     def _one(self, sql: str, params: tuple) -> dict[str, Any] | None:

@@ -19,6 +19,7 @@ JSON_COLUMNS = {
     "runs": ("config", "hardware", "versions"),
     "trajectories": ("problem_json",),
     "turns": ("messages", "eval_json", "llm_json", "retimed_json", "failed_checks"),
+    "rescores": ("eval_json", "failed_checks"),
 }
 
 

@@ -484,7 +484,7 @@ def test_a_database_at_m007_gets_its_turn_verdicts_filled_in(tmp_path):
         )  # fmt: skip
     db.close()
     with Store(path) as s:
-        assert s.applied_migrations()[-1] == "m008_turn_verdicts"
+        assert "m008_turn_verdicts" in s.applied_migrations()  # and any later ones
         got = [(t["parity_status"], t["failed_checks"], t["library_share"]) for t in s.turns(1)]
     assert got == [
         ("correct", ["speed_of_light"], pytest.approx(0.4)),
