@@ -14,11 +14,29 @@ denominators and their difference is what strictness cost.
 
 A turn record is any mapping with `idx` (1-based turn index), `speedup` (reference time / candidate
 time), either `correct` (truthy) or `status == "correct"`, and for the `kernelbench` rules
-`parity_status`; the store's turn rows qualify.
+`parity_status`; the store's turn rows qualify. The budget curves also read `tokens_in`, `tokens_out`,
+`cost_usd` (US dollars) and `gpu_s` (seconds; see BUDGETS).
+
+Over samples (the second half of this module): a run with several samples per problem is counted per
+problem by default. `problems` arguments are nested sequences: one entry per problem, holding one list
+of turn records per sample (trajectory). Views (VIEWS): `problem`, where a problem counts when the best
+of its samples is correct and faster than p (best-of-n; denominator: problems), and `trajectory`,
+where each sample counts on its own (denominator: trajectories = problems x samples). With one sample
+per problem the two are the same. fast_p@k (`fast_p_at_k`) is the unbiased pass@k estimator of Chen et
+al. 2021 ("Evaluating Large Language Models Trained on Code", arXiv:2107.03374, section 2.1) applied to
+"correct and faster than p": per problem with n samples of which c succeed, 1 - C(n-c, k) / C(n, k),
+averaged over problems; fast_p@1 is the per-trajectory fraction (for equal n) and fast_p@n the
+best-of-n per-problem figure.
+
+Intervals: every fast_p can carry `ci95`, a 95 % percentile bootstrap interval that resamples
+problems with replacement (each drawn problem brings all its samples), BOOTSTRAP_RESAMPLES resamples
+from a numpy generator seeded with BOOTSTRAP_SEED, so the same data give the same interval. It
+describes the spread over problems (which problems a benchmark happens to hold), not timing noise.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
 from collections import Counter
@@ -26,17 +44,21 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
+
 # KernelBench's fast_p thresholds, plus 1.2
 P_VALUES: tuple[float, ...] = (0.0, 0.5, 0.8, 1.0, 1.2, 1.5, 2.0)
 
 
 @dataclass(frozen=True)
 class FastP:
-    """fast_p at one threshold: `numerator` of `denominator` trajectories beat speedup `p`."""
+    """fast_p at one threshold: `numerator` of `denominator` trajectories (or problems, in the per-problem
+    view) beat speedup `p`; `ci95` the bootstrap interval of the value (lo, hi), None when not drawn."""
 
     p: float
     numerator: int
     denominator: int
+    ci95: tuple[float, float] | None = None
 
     @property
     def value(self) -> float | None:
@@ -205,7 +227,376 @@ def share_summary(shares: Iterable[float | None]) -> dict[str, Any]:
     return {"n": len(known), "median": statistics.median(known), "min": known[0], "max": known[-1]}
 
 
+# ---------------------------------------------------------------- over samples, intervals, budgets
+
+VIEWS: tuple[str, ...] = ("problem", "trajectory")
+"""How samples are counted: `problem` (best of a problem's samples; denominator: problems) or
+`trajectory` (every sample on its own; denominator: trajectories)."""
+
+BOOTSTRAP_RESAMPLES = 1000  # resamples of the problems per interval
+BOOTSTRAP_SEED = 0  # numpy.random.default_rng seed: the same data always give the same interval
+CI_LEVEL = 0.95
+
+BUDGETS: dict[str, str] = {
+    "tokens": "tokens (prompt + completion) per trajectory",
+    "cost_usd": "US dollars per trajectory",
+    "gpu_s": "GPU-seconds per trajectory (correctness and timing stages)",
+}
+"""The budgets fast_p is drawn against, cumulative over a trajectory's turns. `tokens` is
+`tokens_in + tokens_out` of each turn (with the full context the prompt grows every turn); `cost_usd`
+the turn's price (a turn with no known price counts 0); `gpu_s` the wall seconds of the turn's
+evaluation in its `correctness` and `timing` stages (EvalResult.stages; strict trials, the reproducible
+figure and the profile run inside them): the time the candidate holds a GPU slot. The `setup` (process
+start, torch import) and `build` (import, extension builds, model construction) stages run on CPU slots
+and are left out, and so is the re-timing of a winner when its trajectory ends. On a CPU dry run the
+same stages are CPU seconds."""
+
+Bests = Sequence[Sequence[float | None]]  # per problem, per sample: the best counted speedup or None
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The unbiased pass@k estimator of Chen et al. 2021 (arXiv:2107.03374, eq. 1): the probability that
+    at least one of k samples drawn without replacement from n, of which c succeed, succeeds:
+    1 - C(n-c, k) / C(n, k).
+
+    Raises:
+        ValueError: not 0 <= c <= n, or not 1 <= k <= n.
+    """
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n (got n={n}, c={c}, k={k})")
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def sample_bests(
+    problems: Sequence[Sequence[Sequence[Mapping[str, Any]]]], k: int | None = None, rules: str = "strict"
+) -> list[list[float | None]]:
+    """Per problem, per sample: the best counted speedup up to turn k (`best_speedup`), None for none."""
+    return [[best_speedup(turns, k, rules) for turns in samples] for samples in problems]
+
+
+def _weights(n: int, resamples: int, seed: int) -> np.ndarray:
+    """(resamples, n) counts: how often each of n problems is drawn in each bootstrap resample."""
+    rng = np.random.default_rng(seed)
+    return rng.multinomial(n, np.full(n, 1.0 / n), size=resamples).astype(float)
+
+
+def bootstrap_ci(
+    num: np.ndarray,
+    den: np.ndarray,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+    level: float = CI_LEVEL,
+) -> list[tuple[float, float] | None]:
+    """Percentile bootstrap intervals of ratios sum(num) / sum(den) over problems, resampling problems.
+
+    Args:
+        num: shape (problems, m): each problem's contribution to m figures at once (successes, or a
+            per-problem estimate).
+        den: shape (problems,): each problem's weight in the denominator (1 per problem, or its number
+            of samples for the per-trajectory view).
+        resamples: bootstrap resamples; 0 gives no intervals.
+        seed: the generator's seed.
+        level: the interval's coverage.
+
+    Returns:
+        m intervals (lo, hi), all None when there are no problems or no resamples.
+    """
+    num = np.asarray(num, dtype=float)
+    if not len(den) or not resamples:
+        return [None] * (num.shape[1] if num.ndim == 2 else 1)
+    num = num.reshape(len(den), -1)
+    w = _weights(len(den), resamples, seed)
+    est = (w @ num) / (w @ np.asarray(den, dtype=float))[:, None]
+    alpha = (1.0 - level) / 2
+    lo, hi = np.quantile(est, alpha, axis=0), np.quantile(est, 1.0 - alpha, axis=0)
+    return [(float(a), float(b)) for a, b in zip(lo, hi, strict=True)]
+
+
+def view_tables(
+    points: Sequence[Bests],
+    p_values: Sequence[float] = P_VALUES,
+    view: str = "problem",
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> list[list[FastP]]:
+    """fast_p tables with intervals for several states of the same problems at once (turn k = 1..K, a
+    budget, ...): one table per entry of `points`, each `Bests` (per problem, per sample).
+
+    `view="problem"`: a problem counts when any of its samples beats p (best of its samples);
+    denominator: problems. `view="trajectory"`: every sample counts; denominator: trajectories. The
+    intervals resample problems (see `bootstrap_ci`); all the tables share one set of resamples.
+
+    Raises:
+        ValueError: `view` is not one of VIEWS, or the points hold different numbers of problems.
+    """
+    if view not in VIEWS:
+        raise ValueError(f"view {view!r} is not one of {', '.join(VIEWS)}")
+    if not points:
+        return []
+    n = len(points[0])
+    if any(len(b) != n for b in points):
+        raise ValueError("every point must hold the same problems")
+    den = np.array([1 if view == "problem" else len(samples) for samples in points[0]], dtype=float)
+    num = np.zeros((n, len(points) * len(p_values)))
+    for j, bests in enumerate(points):
+        for i, samples in enumerate(bests):
+            for q, p in enumerate(p_values):
+                wins = sum(1 for s in samples if s is not None and s > p)
+                num[i, j * len(p_values) + q] = min(wins, 1) if view == "problem" else wins
+    cis = bootstrap_ci(num, den, resamples, seed)
+    total = int(den.sum())
+    return [
+        [
+            FastP(float(p), int(num[:, j * len(p_values) + q].sum()), total, cis[j * len(p_values) + q])
+            for q, p in enumerate(p_values)
+        ]
+        for j in range(len(points))
+    ]
+
+
+def view_table(
+    bests: Bests,
+    p_values: Sequence[float] = P_VALUES,
+    view: str = "problem",
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> list[FastP]:
+    """fast_p at every threshold for one `Bests` (per problem, per sample), with intervals; see
+    `view_tables` for the views."""
+    return view_tables([bests], p_values, view, resamples, seed)[0]
+
+
+@dataclass(frozen=True)
+class FastPAtK:
+    """fast_p@k at threshold `p`: the mean over `problems` of the unbiased estimator (`pass_at_k`) of
+    "at least one of k samples is correct and faster than p"; `short` problems had fewer than k samples
+    and are left out; `ci95` its bootstrap interval (lo, hi), None when not drawn."""
+
+    p: float
+    k: int
+    value: float | None
+    problems: int
+    short: int = 0
+    ci95: tuple[float, float] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def fast_p_at_k(
+    bests: Bests,
+    ks: Sequence[int] | None = None,
+    p_values: Sequence[float] = P_VALUES,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> dict[int, list[FastPAtK]]:
+    """fast_p@k over samples (Chen et al. 2021's unbiased estimator, `pass_at_k`, applied to "correct
+    and faster than p"): per problem with n samples of which c have a best counted speedup > p,
+    1 - C(n-c, k) / C(n, k), averaged over the problems with at least k samples.
+
+    Args:
+        bests: per problem, per sample, the best counted speedup (`sample_bests`).
+        ks: the k to give; default 1 .. the most samples any problem has.
+        p_values: the thresholds.
+        resamples, seed: the bootstrap (resampling problems); 0 resamples gives no intervals.
+
+    Returns:
+        k -> one FastPAtK per threshold.
+    """
+    if ks is None:
+        ks = range(1, max((len(s) for s in bests), default=0) + 1)
+    out: dict[int, list[FastPAtK]] = {}
+    for k in ks:
+        kept = [s for s in bests if len(s) >= k]
+        num = np.array(
+            [
+                [pass_at_k(len(s), sum(1 for x in s if x is not None and x > p), k) for p in p_values]
+                for s in kept
+            ]
+        ).reshape(len(kept), len(p_values))
+        cis = bootstrap_ci(num, np.ones(len(kept)), resamples, seed)
+        out[k] = [
+            FastPAtK(
+                float(p),
+                k,
+                float(num[:, q].mean()) if kept else None,
+                len(kept),
+                len(bests) - len(kept),
+                cis[q],
+            )  # fmt: skip
+            for q, p in enumerate(p_values)
+        ]
+    return out
+
+
+def by_turn_view(
+    problems: Sequence[Sequence[Sequence[Mapping[str, Any]]]],
+    max_turn: int | None = None,
+    p_values: Sequence[float] = P_VALUES,
+    rules: str = "strict",
+    view: str = "problem",
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> dict[int, list[FastP]]:
+    """fast_p of the best counted turn up to turn k, k = 1 .. K, in a view (VIEWS), with intervals.
+
+    Args:
+        problems: per problem, per sample, the turn records.
+        max_turn: K; default the highest turn index present (at least 1).
+
+    Returns:
+        k -> fast_p table; non-decreasing in k, the denominator the same at every k.
+    """
+    if max_turn is None:
+        max_turn = max((t["idx"] for s in problems for turns in s for t in turns), default=1)
+    ks = list(range(1, max_turn + 1))
+    tables = view_tables([sample_bests(problems, k, rules) for k in ks], p_values, view, resamples, seed)
+    return dict(zip(ks, tables, strict=True))
+
+
+def turn_cost(turn: Mapping[str, Any], budget: str) -> float:
+    """What one turn spent of `budget` (one of BUDGETS); unknown amounts count 0.
+
+    Raises:
+        ValueError: an unknown budget.
+    """
+    if budget == "tokens":
+        return float((turn.get("tokens_in") or 0) + (turn.get("tokens_out") or 0))
+    if budget in ("cost_usd", "gpu_s"):
+        return float(turn.get(budget) or 0.0)
+    raise ValueError(f"budget {budget!r} is not one of {', '.join(BUDGETS)}")
+
+
+def _cumulative(turns: Sequence[Mapping[str, Any]], budget: str) -> list[float]:
+    """The cumulative spend of `budget` after each turn of a trajectory, in turn order."""
+    return list(np.cumsum([turn_cost(t, budget) for t in sorted(turns, key=lambda t: t["idx"])]).tolist())
+
+
+def budget_points(
+    problems: Sequence[Sequence[Sequence[Mapping[str, Any]]]], budget: str, max_points: int = 40
+) -> list[float]:
+    """Budgets to draw a curve at: every trajectory's cumulative spend after each of its turns (the
+    curve's steps), thinned to at most `max_points` by quantiles; the largest spend is always kept."""
+    values = sorted({s for samples in problems for turns in samples for s in _cumulative(turns, budget)})
+    if len(values) <= max_points:
+        return values
+    picked = np.quantile(np.array(values), np.linspace(0.0, 1.0, max_points), method="inverted_cdf")
+    return sorted({float(v) for v in picked} | {values[-1]})
+
+
+def by_budget(
+    problems: Sequence[Sequence[Sequence[Mapping[str, Any]]]],
+    budget: str,
+    points: Sequence[float] | None = None,
+    p_values: Sequence[float] = P_VALUES,
+    rules: str = "strict",
+    view: str = "problem",
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> list[tuple[float, list[FastP]]]:
+    """fast_p against a cumulative budget (one of BUDGETS): at budget B each trajectory scores its best
+    counted turn among those it reached having spent at most B (its spend through that turn included).
+    The budget is per trajectory: in the per-problem view each sample is cut at B.
+
+    Args:
+        points: the budgets; default `budget_points`.
+
+    Returns:
+        [(budget, fast_p table)], budgets ascending.
+
+    Note: under `kernelbench` rules a turn counts by KernelBench's verdict; the budget is the same.
+    """
+    if points is None:
+        points = budget_points(problems, budget)
+    steps = [[_spent_rules(turns, budget, rules) for turns in samples] for samples in problems]
+    states = []
+    for b in points:
+        states.append([[_at(spent, bests, b) for spent, bests in samples] for samples in steps])
+    tables = view_tables(states, p_values, view, resamples, seed)
+    return list(zip((float(b) for b in points), tables, strict=True))
+
+
+def _spent_rules(
+    turns: Sequence[Mapping[str, Any]], budget: str, rules: str
+) -> tuple[list[float], list[float | None]]:
+    spent, bests, total, best = [], [], 0.0, None
+    for t in sorted(turns, key=lambda t: t["idx"]):
+        total += turn_cost(t, budget)
+        s = counted_speedup(t, rules)
+        if s is not None and (best is None or s > best):
+            best = s
+        spent.append(total)
+        bests.append(best)
+    return spent, bests
+
+
+def _at(spent: list[float], bests: list[float | None], b: float) -> float | None:
+    i = bisect.bisect_right(spent, b + 1e-12 * max(1.0, abs(b)))
+    return bests[i - 1] if i else None
+
+
+def geomean_speedup(speedups: Iterable[float | None]) -> dict[str, Any]:
+    """{"value", "n", "of"}: the geometric mean of the known positive speedups in `speedups` (the best
+    counted speedup of each correct trajectory, or each problem's best sample), how many, and of how
+    many entries; value None when none is known."""
+    values = list(speedups)
+    known = [float(s) for s in values if s is not None and s > 0]
+    value = math.exp(statistics.fmean(math.log(s) for s in known)) if known else None
+    return {"value": value, "n": len(known), "of": len(values)}
+
+
+def problem_best(samples: Sequence[float | None]) -> float | None:
+    """The best of a problem's samples' best speedups, None when no sample has one."""
+    known = [s for s in samples if s is not None]
+    return max(known) if known else None
+
+
+STATUS_ORDER: tuple[str, ...] = (
+    *("correct", "rejected", "incorrect", "runtime_error", "timeout", "compile_error"),
+    *("no_code", "model_error", "pending"),
+)
+
+
+def status_by_turn(
+    trajectories: Sequence[Sequence[Mapping[str, Any]]], max_turn: int | None = None
+) -> list[dict[str, Any]]:
+    """The status mix at each turn k = 1 .. K: {"k", "counts" (status -> turns at index k with it,
+    STATUS_ORDER first; a turn never evaluated is `pending`), "ended" (trajectories with no turn k: they
+    stopped earlier), "trajectories" (all of them)}. Strict statuses: a turn strict mode rejected shows
+    as `rejected`."""
+    if max_turn is None:
+        max_turn = max((t["idx"] for turns in trajectories for t in turns), default=0)
+    out = []
+    for k in range(1, max_turn + 1):
+        at_k = [t for turns in trajectories for t in turns if t["idx"] == k]
+        c = Counter(t.get("status") or "pending" for t in at_k)
+        order = [s for s in STATUS_ORDER if s in c] + sorted(s for s in c if s not in STATUS_ORDER)
+        out.append({"k": k, "counts": {s: c[s] for s in order}, "ended": len(trajectories) - len(at_k),
+                    "trajectories": len(trajectories)})  # fmt: skip
+    return out
+
+
 __all__ = [
+    "BOOTSTRAP_RESAMPLES",
+    "BOOTSTRAP_SEED",
+    "BUDGETS",
+    "CI_LEVEL",
+    "FastPAtK",
+    "STATUS_ORDER",
+    "VIEWS",
+    "bootstrap_ci",
+    "budget_points",
+    "by_budget",
+    "by_turn_view",
+    "fast_p_at_k",
+    "geomean_speedup",
+    "pass_at_k",
+    "problem_best",
+    "sample_bests",
+    "status_by_turn",
+    "turn_cost",
+    "view_table",
+    "view_tables",
     "P_VALUES",
     "RULES",
     "FastP",

@@ -70,7 +70,9 @@ def test_fast_p_table_has_a_row_per_threshold_in_order():
         (1.5, 1, 3),
         (2.0, 0, 3),
     ]
-    assert table[2].to_dict() == {"p": 1.0, "numerator": 1, "denominator": 3, "value": pytest.approx(1 / 3)}
+    assert table[2].to_dict() == {
+        "p": 1.0, "numerator": 1, "denominator": 3, "value": pytest.approx(1 / 3), "ci95": None
+    }  # fmt: skip
     # the default thresholds: ascending, with fast_0 (correct at all) and fast_1 (KernelBench's headline)
     default = fast_p_table([1.6, 1.0, None])
     assert [f.p for f in default] == sorted(P_VALUES) and {0.0, 1.0} <= set(P_VALUES)
@@ -169,3 +171,119 @@ def test_rejections_by_check_counts_rejected_turns_per_failed_check():
 def test_share_summary():
     assert share_summary([0.9, None, 0.1, 0.5]) == {"n": 3, "median": 0.5, "min": 0.1, "max": 0.9}
     assert share_summary([None]) == {"n": 0, "median": None, "min": None, "max": None}
+
+
+# ---------------------------------------------------------------- over samples, intervals, budgets
+
+from kb_agent.agent import metrics  # noqa: E402
+
+
+def test_pass_at_k_is_chen_et_als_unbiased_estimator_by_hand():
+    # n = 3 samples, c = 1 succeeds: pick k of them without replacement
+    assert metrics.pass_at_k(3, 1, 1) == pytest.approx(1 / 3)
+    assert metrics.pass_at_k(3, 1, 2) == pytest.approx(2 / 3)  # 1 - C(2,2)/C(3,2) = 1 - 1/3
+    assert metrics.pass_at_k(3, 1, 3) == 1.0
+    assert metrics.pass_at_k(5, 2, 2) == pytest.approx(1 - 3 / 10)  # 1 - C(3,2)/C(5,2)
+    assert metrics.pass_at_k(4, 0, 4) == 0.0 and metrics.pass_at_k(4, 4, 1) == 1.0
+    for bad in ((3, 4, 1), (3, 1, 0), (3, 1, 4)):
+        with pytest.raises(ValueError):
+            metrics.pass_at_k(*bad)
+
+
+# the example: 2 problems x 3 samples; problem 1 solved by 2 samples, problem 2 by 1
+THREE_SAMPLES = [[1.5, None, 1.1], [None, None, 2.0]]
+
+
+def test_per_problem_view_counts_problems_and_per_trajectory_view_counts_samples():
+    per_problem = metrics.view_table(THREE_SAMPLES, (0.0, 1.2), view="problem", resamples=0)
+    per_traj = metrics.view_table(THREE_SAMPLES, (0.0, 1.2), view="trajectory", resamples=0)
+    assert [(f.numerator, f.denominator) for f in per_problem] == [(2, 2), (2, 2)]  # best of 3: 2/2
+    assert [(f.numerator, f.denominator) for f in per_traj] == [(3, 6), (2, 6)]  # today's 3/6
+    with pytest.raises(ValueError, match="view"):
+        metrics.view_table(THREE_SAMPLES, view="sample")
+
+
+def test_fast_p_at_k_between_per_trajectory_and_best_of_n():
+    at = metrics.fast_p_at_k(THREE_SAMPLES, p_values=(0.0, 1.2), resamples=0)
+    assert sorted(at) == [1, 2, 3]
+    # k = 1: c/n averaged over problems = (2/3 + 1/3) / 2; k = n: best of n per problem
+    assert at[1][0].value == pytest.approx((2 / 3 + 1 / 3) / 2)
+    assert at[2][0].value == pytest.approx((1.0 + 2 / 3) / 2)  # 1 - C(1,2)/C(3,2) = 1; 1 - C(2,2)/C(3,2)
+    assert at[3][0].value == 1.0 and at[3][0].problems == 2
+    assert at[1][1].value == pytest.approx((1 / 3 + 1 / 3) / 2)  # > 1.2: 1.5 and 2.0
+    # a problem with fewer than k samples is left out (and counted as such), not scored as a failure
+    short = metrics.fast_p_at_k([[1.5, 2.0], [None]], ks=[2], p_values=(0.0,), resamples=0)[2][0]
+    assert (short.value, short.problems, short.short) == (1.0, 1, 1)
+
+
+def test_bootstrap_intervals_resample_problems_and_are_seeded():
+    one_problem = [[1.5, None, None]]  # resampling problems can only redraw this one: no spread
+    (f,) = metrics.view_table(one_problem, (0.0,), view="trajectory")
+    assert f.ci95 == pytest.approx((1 / 3, 1 / 3))
+    bests = [[1.5], [None], [2.0], [None], [0.5], [3.0], [None], [1.1]]
+    a = metrics.view_table(bests, (1.0,))[0]
+    b = metrics.view_table(bests, (1.0,))[0]
+    c = metrics.view_table(bests, (1.0,), seed=7)[0]
+    assert a.ci95 == b.ci95  # same seed, same interval
+    assert a.ci95[0] < a.value < a.ci95[1] and 0.0 <= a.ci95[0] and a.ci95[1] <= 1.0
+    assert c.ci95 != a.ci95 or c.ci95[0] < a.value  # another seed draws other resamples
+    assert metrics.view_table(bests, (1.0,), resamples=0)[0].ci95 is None
+    # the interval narrows with more problems showing the same rate
+    wide = metrics.view_table([[1.5], [None]] * 4, (1.0,))[0].ci95
+    narrow = metrics.view_table([[1.5], [None]] * 100, (1.0,))[0].ci95
+    assert narrow[1] - narrow[0] < wide[1] - wide[0]
+
+
+def test_by_turn_view_counts_problems_best_of_samples():
+    # problem 1: sample 0 correct 1.6x at turn 3, sample 1 correct 1.0x at turn 1; problem 2: never
+    table = metrics.by_turn_view([[A, B], [C]], p_values=(0.0, 1.0), resamples=0)
+    assert [(table[k][0].numerator, table[k][1].numerator) for k in (1, 2, 3)] == [(1, 0), (1, 0), (1, 1)]
+    assert {f.denominator for row in table.values() for f in row} == {2}
+
+
+def costly(idx, status, speedup=None, tokens=(0, 0), cost=None, gpu_s=None):
+    return {**turn(idx, status, speedup), "tokens_in": tokens[0], "tokens_out": tokens[1], "cost_usd": cost,
+            "gpu_s": gpu_s}  # fmt: skip
+
+
+def test_fast_p_against_a_cumulative_budget_by_hand():
+    # spends 100, 200, 300 tokens (cumulative 100, 300, 600); correct 0.9x at turn 2, 1.6x at turn 3
+    t = [costly(1, "incorrect", tokens=(80, 20)), costly(2, "correct", 0.9, (150, 50)),
+         costly(3, "correct", 1.6, (250, 50))]  # fmt: skip
+    assert metrics.budget_points([[t]], "tokens") == [100.0, 300.0, 600.0]
+    curve = metrics.by_budget(
+        [[t]], "tokens", [50, 100, 299, 300, 600, 10_000], p_values=(0.0, 1.0), resamples=0
+    )
+    assert [(b, f0.numerator, f1.numerator) for b, (f0, f1) in curve] == [
+        (50, 0, 0), (100, 0, 0), (299, 0, 0), (300, 1, 0), (600, 1, 1), (10_000, 1, 1)
+    ]  # fmt: skip
+    # dollars and GPU-seconds the same way; an unknown price counts 0
+    dollars = [costly(1, "correct", 2.0, cost=None), costly(2, "correct", 3.0, cost=0.5)]
+    assert metrics.budget_points([[dollars]], "cost_usd") == [0.0, 0.5]
+    assert (
+        metrics.by_budget([[dollars]], "cost_usd", [0.0], p_values=(2.5,), resamples=0)[0][1][0].numerator
+        == 0
+    )
+    assert metrics.turn_cost(costly(1, "correct", gpu_s=2.5), "gpu_s") == 2.5
+    with pytest.raises(ValueError, match="budget"):
+        metrics.turn_cost(t[0], "joules")
+
+
+def test_budget_points_are_thinned_to_quantiles_keeping_the_largest():
+    trajs = [[[costly(i, "incorrect", tokens=(j, 0)) for i in range(1, 11)]] for j in range(1, 31)]
+    points = metrics.budget_points(trajs, "tokens", max_points=12)
+    assert len(points) <= 13 and points == sorted(points) and points[-1] == 300.0
+
+
+def test_geomean_speedup_of_correct_trajectories():
+    g = metrics.geomean_speedup([2.0, 0.5, None, 4.0])
+    assert g == {"value": pytest.approx(4 ** (1 / 3)), "n": 3, "of": 4}  # (2 x 0.5 x 4) ** (1/3)
+    assert metrics.geomean_speedup([None]) == {"value": None, "n": 0, "of": 1}
+
+
+def test_status_mix_by_turn_with_trajectories_that_ended_early():
+    mix = metrics.status_by_turn([A, B, C])
+    assert mix[0] == {"k": 1, "counts": {"correct": 1, "incorrect": 1, "compile_error": 1}, "ended": 0,
+                      "trajectories": 3}  # fmt: skip
+    assert mix[2] == {"k": 3, "counts": {"correct": 1, "incorrect": 1}, "ended": 1, "trajectories": 3}
+    assert metrics.status_by_turn([[{"idx": 1, "status": None}]])[0]["counts"] == {"pending": 1}
