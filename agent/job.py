@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from kb_agent.agent import loop
 from kb_agent.agent.llm import LLMConfig, model_for
-from kb_agent.agent.loop import OnStart, OnTurn, SolveConfig
+from kb_agent.agent.loop import OnStart, OnTrajectory, OnTurn, SolveConfig
 from kb_agent.agent.store import Store
 from kb_agent.evaluator import Evaluator
 from kb_agent.evaluator.pool import EvalPool
@@ -50,12 +50,15 @@ def start(
     on_start: OnStart | None = None,
     evaluator: Evaluator | None = None,
     jobs: int | None = None,
+    on_trajectory: OnTrajectory | None = None,
+    on_evaluator: Callable[[Evaluator], None] | None = None,
 ) -> str:
     """Run the main job on `problems` (a spec such as "2/40", "1/1-10" or "toy", or `Problem`s) and
     return the run id. `dataset` is a local KernelBench folder for the spec (None: `$KB_DATASET`, else
     the Hub). `evaluator` None evaluates as `config` says, through an `EvalPool` of
     `config.eval_settings()`; tests pass a `ScriptedEvaluator`. `jobs`: trajectories in flight at once
-    (None: `default_jobs`).
+    (None: `default_jobs`). `on_trajectory` hears of each trajectory's end, `on_evaluator` gets the
+    evaluator before the run starts (a progress display shows its slots).
 
     Raises (all `KBAgentError`s, before the run is created): ProblemError for a bad spec, UsageError
     for a CUDA device on a machine without one, LLMError for an unknown scripted model or a missing
@@ -66,8 +69,11 @@ def start(
         evaluator = EvalPool(evaluator_settings(config))
     model = model_for(llm)
     jobs = jobs or default_jobs(len(todo) * config.samples, evaluator)
+    if on_evaluator is not None:
+        on_evaluator(evaluator)
     with _opened(store) as s:
-        return loop.solve(todo, config, model, evaluator, s, on_turn=on_turn, on_start=on_start, jobs=jobs)
+        return loop.solve(todo, config, model, evaluator, s, on_turn=on_turn, on_start=on_start, jobs=jobs,
+                          on_trajectory=on_trajectory)  # fmt: skip
 
 
 def resume_run(
@@ -80,6 +86,8 @@ def resume_run(
     retry_model_errors: bool = False,
     evaluator: Evaluator | None = None,
     jobs: int | None = None,
+    on_trajectory: OnTrajectory | None = None,
+    on_evaluator: Callable[[Evaluator], None] | None = None,
 ) -> str:
     """Continue the stopped run `run_ref` (id or name) with the settings and the model it stored; return
     its id. See `agent.loop.resume` for what is run again and what is not.
@@ -110,6 +118,8 @@ def resume_run(
                 if t["outcome"] in (None, "interrupted", "model_unavailable")
             ]
             jobs = default_jobs(len(left), evaluator)
+        if on_evaluator is not None:
+            on_evaluator(evaluator)
         return loop.resume(
             run["id"],
             model,
@@ -119,6 +129,7 @@ def resume_run(
             on_start,
             retry_model_errors=retry_model_errors,
             jobs=jobs,
+            on_trajectory=on_trajectory,
         )
 
 

@@ -147,7 +147,19 @@ class TurnEvent:
     result: EvalResult | None = field(default=None, repr=False)
 
 
+@dataclass
+class TrajectoryEnd:
+    """What `on_trajectory` receives when a trajectory ends, whatever its outcome (for progress display)."""
+
+    run_id: str
+    trajectory_id: int
+    problem: str  # the problem key, "2/40"
+    sample: int
+    outcome: str  # one of agent.store.OUTCOMES
+
+
 OnTurn = Callable[[TurnEvent], None]
+OnTrajectory = Callable[[TrajectoryEnd], None]
 OnStart = Callable[[int, int], None]
 """Called once before the first turn with the number of trajectories about to run and the turns (K) of
 each, for a progress bar."""
@@ -163,6 +175,7 @@ def solve(
     on_start: OnStart | None = None,
     *,
     jobs: int = 1,
+    on_trajectory: OnTrajectory | None = None,
 ) -> str:
     """Run the loop over `problems` and return the run id.
 
@@ -181,7 +194,7 @@ def solve(
     run_id = store.create_run(config.run_name, run_config, model.name, config.backend, config.precision)
     todo = [(store.create_trajectory(run_id, p, s), p, s) for p in problems for s in range(config.samples)]
     log.info("run %s: %d problems x %d samples with %s", run_id, len(problems), config.samples, model.name)
-    _run(_Run(run_id, config, model, evaluator, store, on_turn, on_start), todo, jobs)
+    _run(_Run(run_id, config, model, evaluator, store, on_turn, on_start, on_trajectory), todo, jobs)
     return run_id
 
 
@@ -195,6 +208,7 @@ def resume(
     *,
     retry_model_errors: bool = False,
     jobs: int = 1,
+    on_trajectory: OnTrajectory | None = None,
 ) -> str:
     """Continue run `run_ref` (id or name) where it stopped, `jobs` trajectories at once; return the run id.
 
@@ -217,7 +231,7 @@ def resume(
         (t["id"], store.problem_of(t), t["sample"]) for t in sorted(todo.values(), key=lambda t: t["id"])
     ]
     log.info("run %s: resuming %d trajectories", run["id"], len(items))
-    ctx = _Run(run["id"], config, model, evaluator, store, on_turn, on_start)
+    ctx = _Run(run["id"], config, model, evaluator, store, on_turn, on_start, on_trajectory)
     ctx.cost_usd = sum(t["cost_usd"] or 0.0 for t in store.turn_summaries(run["id"]))
     ctx.hardware_recorded = bool(run.get("gpu"))
     store.set_run_status(run["id"], "running")
@@ -256,6 +270,7 @@ class _Run:
     store: Store
     on_turn: OnTurn | None
     on_start: OnStart | None = None
+    on_trajectory: OnTrajectory | None = None
     cost_usd: float = 0.0
     hardware_recorded: bool = False
     replies: int = 0  # model replies received in this session of the run
@@ -386,6 +401,9 @@ def run_trajectory(ctx: _Run, traj_id: int, problem: Problem, sample: int) -> st
     finally:
         ctx.store.finish_trajectory(traj_id, outcome)
         log.info("%s sample %d: %s", problem.key, sample, outcome)
+        if ctx.on_trajectory is not None:
+            with ctx.lock:
+                ctx.on_trajectory(TrajectoryEnd(ctx.run_id, traj_id, problem.key, sample, outcome))
     return outcome
 
 
@@ -560,4 +578,15 @@ def _detect_target(config: SolveConfig) -> dict[str, str]:
     return {"gpu_name": config.gpu_name or "an NVIDIA GPU", "arch": config.arch or "unknown"}
 
 
-__all__ = ["CONTEXTS", "OnStart", "OnTurn", "SolveConfig", "TurnEvent", "resume", "run_trajectory", "solve"]
+__all__ = [
+    "CONTEXTS",
+    "OnStart",
+    "OnTrajectory",
+    "OnTurn",
+    "SolveConfig",
+    "TrajectoryEnd",
+    "TurnEvent",
+    "resume",
+    "run_trajectory",
+    "solve",
+]
