@@ -214,7 +214,8 @@ def render_rescore_text(rep: Mapping[str, Any]) -> str:
     run = rep["run"]
     lines = [
         f"run {run['name']} ({run['id']}) rescored under evaluator {rep['evaluator_version']}: "
-        f"{rep['turns']} turns with code, {rep['rescored']} evaluated now, {rep['reused']} already rescored",
+        f"{rep['turns']} turn{'' if rep['turns'] == 1 else 's'} with code, {rep['rescored']} evaluated now, "
+        f"{rep['reused']} already rescored",
     ]
     changes = rep["changes"]
     if not changes:

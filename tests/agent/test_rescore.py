@@ -175,7 +175,7 @@ def test_rescore_cli_a_wrong_kernel_a_fake_called_correct_is_incorrect_under_the
     rid = add_run(store, "fake-judged", [(code, strict_result("correct", 1.3)), (None, "no_code")])
     r = CliRunner().invoke(app, ["rescore", "fake-judged", "--db", str(store.path)])
     assert r.exit_code == 0, r.output
-    assert f"rescored under evaluator {evaluator_version()}: 1 turns with code, 1 evaluated now" in r.output
+    assert f"rescored under evaluator {evaluator_version()}: 1 turn with code, 1 evaluated now" in r.output
     assert "toy/relu sample 0 turn 1: correct -> incorrect" in r.output
     assert "output mismatch" in r.output
     assert "strict mode fast_0.0: 1.000 (1/1) -> 0.000 (0/1)" in r.output
