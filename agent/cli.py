@@ -707,7 +707,8 @@ def solve_cmd(
     # Ctrl-C or a plain `kill` ends the run cleanly: the trajectory in flight is recorded as interrupted
     hint = "; `kb-agent runs list` shows the run, `kb-agent solve --resume RUN` continues it"
     with _interruptible(hint), TurnPrinter(out) as printer:
-        run_id = run(on_turn=printer, on_start=printer.start)
+        run_id = run(on_turn=printer, on_start=printer.start, on_trajectory=printer.trajectory_done,
+                     on_evaluator=printer.watch)  # fmt: skip
     status = job.run_status(run_id, store=db)
     if status == "finished":
         out.print(f"run {run_id} finished; `kb-agent report {run_id}` for fast_p", highlight=False)
