@@ -6,6 +6,9 @@ op that launched it. A custom kernel (a Triton launch, a load_inline kernel) is 
 every ATen op, whatever its name. Where the profiler links no kernel to any op, the kernel's name is
 matched against the libraries' naming instead (`is_library_kernel`), which can take a custom kernel
 named `gemm_...` for cuBLAS. `profile_forward(..., facts=d)` says which way was used (`d["custom_by"]`).
+Measured on the H200 (torch 2.11, 2026-12-01): the profiler linked no kernel to an op in any of 9
+evaluations, so there the names decide, and strict mode's one profile-based check (an extension whose
+calls launched no kernel of their own) is not applied.
 """
 
 from __future__ import annotations
