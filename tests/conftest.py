@@ -78,3 +78,20 @@ def pytest_sessionfinish(session, exitstatus):
     if own and session.exitstatus == 0:
         print(f"\nleft behind by an evaluation in this process: {', '.join(map(str, own))}")
         session.exitstatus = 1
+
+
+SLOW_HINT_S = 6.0  # a test not marked slow that takes longer is named at the end of the run
+_unmarked_slow: list[tuple[float, str]] = []
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call" and report.duration > SLOW_HINT_S and "slow" not in report.keywords:
+        _unmarked_slow.append((report.duration, report.nodeid))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Keep the default run quick: name the tests over SLOW_HINT_S that are not marked slow."""
+    if _unmarked_slow:
+        terminalreporter.section(f"over {SLOW_HINT_S:g} s and not marked slow (README: Tests)")
+        for seconds, nodeid in sorted(_unmarked_slow, reverse=True):
+            terminalreporter.write_line(f"{seconds:6.1f}s {nodeid}")
