@@ -494,7 +494,7 @@ def eval_cmd(
 
 
 # the options `solve --resume RUN` applies; any other one given beside it is refused (`_refuse_beside_resume`)
-RESUME_APPLIES = ("resume_run", "api_base", "db", "dataset", "jobs")
+RESUME_APPLIES = ("resume_run", "api_base", "db", "dataset", "jobs", "rpm", "tpm")
 
 
 @app.command("solve", cls=_Command)
@@ -561,7 +561,7 @@ def solve_cmd(
             "--resume",
             metavar="RUN",
             help="Continue this run (id or name) where it stopped, with its stored settings; only --api-base, "
-            "--db and --dataset may be given beside it.",
+            "--jobs, --rpm, --tpm, --db and --dataset may be given beside it.",
             show_default=False,
         ),
     ] = None,
@@ -579,6 +579,18 @@ def solve_cmd(
     feedback: Annotated[
         str, typer.Option(help="Feedback recipe: minimal, standard, full, or a comma list of components.")
     ] = "standard",
+    rpm: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="Most model requests per minute (retries included).", show_default="no limit"
+        ),
+    ] = None,
+    tpm: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="Most model tokens (prompt + completion) per minute.", show_default="no limit"
+        ),
+    ] = None,
     jobs: Annotated[
         int | None,
         typer.Option(
@@ -605,7 +617,7 @@ def solve_cmd(
 
     if resume_run:
         _refuse_beside_resume(ctx)
-        run = partial(job.resume_run, resume_run, store=db, api_base=api_base, jobs=jobs)
+        run = partial(job.resume_run, resume_run, store=db, api_base=api_base, jobs=jobs, rpm=rpm, tpm=tpm)
     else:
         if not problem or not model:
             raise UsageError("solve needs --problem and --model (or --resume RUN)")
@@ -616,7 +628,7 @@ def solve_cmd(
                                  token_budget=token_budget, cost_budget_usd=cost_budget, run_name=run_name,
                                  feedback=feedback)  # fmt: skip
             llm = LLMConfig(model=model, api_base=api_base, temperature=temperature, max_tokens=max_tokens,
-                            reasoning_effort=reasoning_effort)  # fmt: skip
+                            reasoning_effort=reasoning_effort, rpm=rpm, tpm=tpm)  # fmt: skip
         except ValueError as e:
             raise UsageError(str(e)) from None
         run = partial(job.start, problem, config, llm, dataset=dataset, store=db, jobs=jobs)

@@ -61,13 +61,15 @@ def start(
     evaluator before the run starts (a progress display shows its slots).
 
     Raises (all `KBAgentError`s, before the run is created): ProblemError for a bad spec, UsageError
-    for a CUDA device on a machine without one, LLMError for an unknown scripted model or a missing
-    API key. KeyboardInterrupt and model errors end the run as `agent.loop.solve` says.
+    for a CUDA device on a machine without one, LLMError for an unknown model string (scripted or
+    litellm), a missing API key, or an `api_base` where nothing answers (in a few seconds).
+    KeyboardInterrupt and model errors end the run as `agent.loop.solve` says.
     """
     todo = resolve(problems, dataset) if isinstance(problems, str) else list(problems)
     if evaluator is None:
         evaluator = EvalPool(evaluator_settings(config))
     model = model_for(llm)
+    _preflight(model)
     jobs = jobs or default_jobs(len(todo) * config.samples, evaluator)
     if on_evaluator is not None:
         on_evaluator(evaluator)
@@ -81,6 +83,8 @@ def resume_run(
     *,
     store: StoreRef = None,
     api_base: str | None = None,
+    rpm: int | None = None,
+    tpm: int | None = None,
     on_turn: OnTurn | None = None,
     on_start: OnStart | None = None,
     retry_model_errors: bool = False,
@@ -93,8 +97,8 @@ def resume_run(
     its id. See `agent.loop.resume` for what is run again and what is not.
 
     `api_base` points the run's model at another server (the same model, served elsewhere); each turn
-    records the server that answered it (`llm_json.api_base`). Everything else a run measures is fixed
-    when it starts.
+    records the server that answered it (`llm_json.api_base`). `rpm` / `tpm` replace the run's client-side
+    rate limits (`LLMConfig.rpm`, `.tpm`). Everything else a run measures is fixed when it starts.
 
     `evaluator` and `jobs` as in `start`. Raises StoreError (unknown run, or one still running elsewhere),
     UsageError and LLMError as `start` does.
@@ -108,7 +112,9 @@ def resume_run(
                 "run %s: model %s now served at %s (was %s)", run["id"], llm.model, api_base, llm.api_base
             )
             llm.api_base = api_base
+        llm.rpm, llm.tpm = rpm or llm.rpm, tpm or llm.tpm
         model = model_for(llm)
+        _preflight(model)
         if evaluator is None:
             evaluator = EvalPool(evaluator_settings(config))
         if jobs is None:
@@ -131,6 +137,13 @@ def resume_run(
             jobs=jobs,
             on_trajectory=on_trajectory,
         )
+
+
+def _preflight(model: Any) -> None:
+    """The model's own check before a run (`LiteLLMModel.preflight`: is `api_base` answering?)."""
+    check = getattr(model, "preflight", None)
+    if callable(check):
+        check()
 
 
 def default_jobs(trajectories: int, evaluator: Evaluator) -> int:

@@ -14,7 +14,14 @@ Retries: tenacity is the only retry layer (litellm is called with `num_retries=0
 off the provider SDK's own retries: the layers multiply otherwise). Exponential backoff with jitter on
 rate limits, timeouts, connection errors, 5xx and malformed responses, honouring `retry-after`;
 bounded in attempts and in total seconds. Authentication, bad requests, unknown models and context
-overflows are never retried.
+overflows are never retried. An `LLMError` says whether it was `transient` (the retries ran out on a
+failure that retrying could cure: the agent loop leaves such a trajectory resumable).
+
+Before a run: a model string litellm knows no provider for fails when the `LiteLLMModel` is made
+(`UnknownModelError`), and `preflight()` fails in seconds, naming the URL, when nothing listens at
+`api_base` (`ModelUnreachable`), instead of spending the retry budget on it. Client-side limits:
+`rpm` (requests per minute, retries included) and `tpm` (tokens per minute) over a sliding 60 s window,
+shared by every thread calling one model (`RateLimiter`).
 """
 
 from __future__ import annotations
@@ -24,7 +31,11 @@ import logging
 import os
 import random
 import re
+import socket
+import threading
 import time
+import urllib.parse
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib.resources import files
@@ -51,17 +62,30 @@ class LLMError(KBAgentError):
     """A model call failed for good (after retries, or at once when retrying cannot help).
 
     The message is one line. `attempts` counts requests made; `retries` lists what each failed
-    attempt raised (`{"attempt", "error", "wait_s"}`), for the store.
+    attempt raised (`{"attempt", "error", "wait_s"}`), for the store. `transient`: the last failure was
+    one that retrying can cure (rate limit, timeout, connection, 5xx), so a later attempt may succeed.
     """
 
-    def __init__(self, message: str, *, attempts: int = 0, retries: list[dict] | None = None):
+    def __init__(
+        self, message: str, *, attempts: int = 0, retries: list[dict] | None = None, transient: bool = False
+    ):
         super().__init__(_one_line(message))
         self.attempts = attempts
         self.retries = retries or []
+        self.transient = transient
 
 
 class MissingKeyError(LLMError):
     """The provider's API key is not set; raised before any request is made."""
+
+
+class UnknownModelError(LLMError):
+    """litellm knows no provider for the model string; raised before any request is made."""
+
+
+class ModelUnreachable(LLMError):
+    """Nothing answers at the configured `api_base` (connection refused, no such host, timeout); raised
+    by `LiteLLMModel.preflight` before a run starts."""
 
 
 class MalformedResponseError(Exception):
@@ -104,6 +128,12 @@ class LLMConfig:
     """Let litellm drop parameters the provider does not accept (e.g. temperature on o-series)."""
     extra: dict[str, Any] = field(default_factory=dict)
     """More keyword arguments for `litellm.completion`, passed as they are (e.g. `{"top_p": 0.95}`)."""
+    rpm: int | None = None
+    """Most requests (retries included) started in any 60 s, over all threads calling this model; None:
+    no limit. For a provider's requests-per-minute quota."""
+    tpm: int | None = None
+    """Most tokens (prompt + completion, as the server counted them) answered in any 60 s: a request
+    waits while the calls answered in the last 60 s used this many. None: no limit."""
 
     def __post_init__(self) -> None:
         """Raises ValueError (one line) for a sampling setting no provider accepts."""
@@ -113,6 +143,10 @@ class LLMConfig:
             raise ValueError(f"temperature {self.temperature} is outside 0..2")
         if self.max_tokens < 1:
             raise ValueError(f"max_tokens must be 1 or more, got {self.max_tokens}")
+        for name in ("rpm", "tpm"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be 1 or more, got {value}")
         if self.reasoning_effort is not None and self.reasoning_effort not in REASONING_EFFORTS:
             raise ValueError(
                 f"reasoning effort {self.reasoning_effort!r}: choose {', '.join(REASONING_EFFORTS[:-1])} "
@@ -249,10 +283,96 @@ def retry_after_s(exc: BaseException) -> float | None:
     return None
 
 
-class LiteLLMModel:
-    """`LLM` over `litellm.completion`. Checks the API key on construction (MissingKeyError).
+class RateLimiter:
+    """Client-side request and token limits over a sliding window, shared by threads.
 
-    `sleep` is the function used to wait between retries (tests pass a recorder).
+    `wait()` blocks until a request may start (fewer than `rpm` started in the last `window_s` seconds,
+    fewer than `tpm` tokens answered in them), records it and returns the seconds it waited;
+    `add_tokens(n)` records the tokens of an answered call. `clock` and `sleep` are injectable for tests.
+    """
+
+    def __init__(
+        self,
+        rpm: int | None = None,
+        tpm: int | None = None,
+        *,
+        window_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        self.rpm, self.tpm, self.window_s = rpm, tpm, window_s
+        self._clock, self._sleep = clock, sleep
+        self._started: deque[float] = deque()
+        self._tokens: deque[tuple[float, int]] = deque()
+        self._lock = threading.Lock()
+
+    def wait(self) -> float:
+        waited = 0.0
+        while True:
+            with self._lock:
+                now = self._clock()
+                while self._started and self._started[0] <= now - self.window_s:
+                    self._started.popleft()
+                while self._tokens and self._tokens[0][0] <= now - self.window_s:
+                    self._tokens.popleft()
+                delay = 0.0
+                if self.rpm is not None and len(self._started) >= self.rpm:
+                    delay = self._started[0] + self.window_s - now
+                if self.tpm is not None and sum(n for _, n in self._tokens) >= self.tpm:
+                    delay = max(delay, self._tokens[0][0] + self.window_s - now)
+                if delay <= 0:
+                    self._started.append(now)
+                    return waited
+            self._sleep(delay)
+            waited += delay
+
+    def add_tokens(self, n: int) -> None:
+        if self.tpm is not None and n > 0:
+            with self._lock:
+                self._tokens.append((self._clock(), n))
+
+
+def check_model(model: str, api_base: str | None = None) -> None:
+    """Raise UnknownModelError (one line, saying how to write a model string) when litellm knows no
+    provider for `model`."""
+    litellm = _import_litellm()
+    try:
+        litellm.get_llm_provider(model=model, api_base=api_base)
+    except Exception:
+        raise UnknownModelError(
+            f"unknown model {model!r}: litellm knows no provider for it; write PROVIDER/MODEL, e.g. "
+            "openai/gpt-4o, anthropic/claude-sonnet-4-5, ollama/NAME, or openai/NAME with --api-base "
+            "for an OpenAI-compatible server (or scripted/demo)"
+        ) from None
+
+
+def check_reachable(api_base: str, timeout_s: float = 3.0) -> None:
+    """Raise ModelUnreachable (one line naming `api_base`) when no TCP connection to its host and port
+    opens within `timeout_s` seconds (port 80/443 by the scheme when the URL names none)."""
+    url = urllib.parse.urlsplit(api_base if "://" in api_base else f"http://{api_base}")
+    try:
+        port = url.port or (443 if url.scheme == "https" else 80)
+    except ValueError:
+        raise ModelUnreachable(f"--api-base {api_base}: the port is not a number") from None
+    if not url.hostname:
+        raise ModelUnreachable(
+            f"--api-base {api_base}: no host in the URL; write e.g. http://127.0.0.1:8000/v1"
+        )
+    try:
+        socket.create_connection((url.hostname, port), timeout=timeout_s).close()
+    except OSError as e:
+        reason = "timed out" if isinstance(e, TimeoutError) else (e.strerror or type(e).__name__)
+        raise ModelUnreachable(
+            f"cannot reach the model server at {api_base} ({reason}); start it, or point --api-base at "
+            "a running one"
+        ) from None
+
+
+class LiteLLMModel:
+    """`LLM` over `litellm.completion`. Checks the model string (UnknownModelError) and the API key
+    (MissingKeyError) on construction; `preflight()` checks that `api_base` answers.
+
+    `sleep` is the function used to wait between retries and for the rate limits (tests pass a recorder).
     """
 
     def __init__(self, config: LLMConfig, *, sleep: Callable[[float], None] = time.sleep):
@@ -260,7 +380,15 @@ class LiteLLMModel:
         self.name = config.model
         self._sleep = sleep
         self._litellm = _import_litellm()
+        check_model(config.model, config.api_base)
         self._api_key = resolve_api_key(config)
+        self.limiter = RateLimiter(config.rpm, config.tpm, sleep=sleep) if config.rpm or config.tpm else None
+
+    def preflight(self, timeout_s: float = 3.0) -> None:
+        """Before a run: raise ModelUnreachable within about `timeout_s` seconds when nothing listens at
+        `api_base` (no check without one: a hosted provider's own endpoint)."""
+        if self.config.api_base:
+            check_reachable(self.config.api_base, timeout_s)
 
     def _wait(self, state: RetryCallState) -> float:
         c = self.config
@@ -314,11 +442,17 @@ class LiteLLMModel:
 
         def attempt() -> tuple[Any, float]:
             nonlocal attempts
+            if self.limiter is not None:
+                self.limiter.wait()
             attempts += 1
             t0 = time.monotonic()
             resp = self._litellm.completion(**kwargs)
             if not getattr(resp, "choices", None):
                 raise MalformedResponseError("the server answered with no choices")
+            if self.limiter is not None:
+                usage = getattr(resp, "usage", None)
+                self.limiter.add_tokens((getattr(usage, "prompt_tokens", 0) or 0)
+                                        + (getattr(usage, "completion_tokens", 0) or 0))  # fmt: skip
             return resp, time.monotonic() - t0
 
         retrying = Retrying(
@@ -338,6 +472,7 @@ class LiteLLMModel:
                 f"{c.model}: {_describe(e)} (after {attempts} attempt{'s' if attempts != 1 else ''})",
                 attempts=attempts,
                 retries=retries,
+                transient=_is_retryable(e),
             ) from e
         reply = self._to_reply(resp, latency_s=time.monotonic() - t_start)
         if c.api_base:  # where the reply came from (a resumed run may be pointed at another server)
@@ -548,10 +683,15 @@ __all__ = [
     "LiteLLMModel",
     "MalformedResponseError",
     "MissingKeyError",
+    "ModelUnreachable",
+    "RateLimiter",
+    "UnknownModelError",
     "REASONING_EFFORTS",
     "SCRIPTED_PREFIX",
     "ScriptedModel",
     "builtin_scripts",
+    "check_model",
+    "check_reachable",
     "context_window",
     "fit_messages",
     "model_for",
