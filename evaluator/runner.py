@@ -527,3 +527,60 @@ def check_problem(problem: Problem, settings: EvalSettings) -> dict:
             "status": status, "message": message, "flags": found.get("flags", []),
             **{k: found.get(k) for k in CHECK_FLAGS},
             "details": found.get("details", []), "seconds": sum(stages.values())}  # fmt: skip
+
+
+def time_baseline(problem: Problem, settings: EvalSettings, compile_mode: str = "default") -> dict:
+    """Time `problem`'s reference eager and under `torch.compile(mode=compile_mode)` in an isolated child
+    (`evaluator.stages.baseline`: the timing stage's protocol for the reference; no candidate).
+
+    Args:
+        compile_mode: "default" (inductor's default) or "max-autotune".
+
+    Returns a dict: key, level, problem_id, name, code_sha256, device, precision, gpu_name (None on the
+    CPU), torch (the child's torch version), compile_mode, status ("ok", "compile_failed": torch.compile
+    failed or its output differed, the eager figure stands; "error": no figure; "timeout"), message,
+    method, settings, eager and compiled (TimingStats dicts, ms; None when not measured), eager_ms and
+    compile_ms (their means, ms), compile_s (seconds of the first compiled call), compile_error, seconds.
+    Does not raise for anything the reference does.
+    """
+    workdir = new_workdir("kb-base-")
+    parts: dict = {}
+    job = {"mode": "baseline", "compile_mode": compile_mode, "problem": problem.to_dict(), "candidate": "",
+           "settings": settings.to_dict(), "workdir": str(workdir), "build_root": str(workdir / "build")}  # fmt: skip
+    stages: dict[str, float] = {}
+    try:
+        child = run_child(
+            job, settings, workdir, workdir / "build", lambda m: parts.update({m["event"]: m}), stages
+        )
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    found = parts.get("baseline", {}).get("baseline", {})
+    hw = parts.get("hardware", {}).get("hardware", {})
+    if child.forged:  # the reference wrote to the result channel: no figure can be trusted
+        status, message = "error", f"{child.forged} message(s) on the result channel were not the evaluator's"
+        found = {}
+    elif child.done is not None:
+        status, message = child.done["status"], child.done["message"]
+    elif child.memory_stage is not None:  # read by agent.checks as out of memory: checked again alone
+        status, message = "error", (f"out of memory: the {child.memory_stage} stage used more than "
+                                    f"{settings.max_memory_gb:g} GiB of host memory and was killed")  # fmt: skip
+    elif child.timed_out:
+        limit = _stage_limits(settings.limits)[child.stage]
+        status = "timeout"
+        message = f"the {child.stage} stage ran past its {limit:g} s limit (raise it with --stage-limits)"
+    else:
+        tail = child.stderr.strip().splitlines()[-6:]
+        status = "error"
+        message = f"the baseline process {_describe_exit(child.returncode)} during the {child.stage} stage"
+        message += (":\n" + "\n".join(tail)) if tail else " (nothing on stderr)"
+    eager, compiled = found.get("eager"), found.get("compiled")
+    if status == "timeout" and eager:  # torch.compile ran out of time; the eager figure stands
+        status, found["compile_error"] = "compile_failed", message
+    return {"key": problem.key, "level": problem.level, "problem_id": problem.problem_id, "name": problem.name,
+            "code_sha256": problem.code_sha256, "device": settings.device, "precision": settings.precision,
+            "gpu_name": hw.get("gpu_name"), "torch": hw.get("torch"), "compile_mode": compile_mode,
+            "status": status, "message": message, "method": found.get("method"),
+            "settings": found.get("settings") or {}, "eager": eager, "compiled": compiled,
+            "eager_ms": eager["mean_ms"] if eager else None, "compile_ms": compiled["mean_ms"] if compiled else None,
+            "compile_s": found.get("compile_s"), "compile_error": found.get("compile_error"),
+            "seconds": sum(stages.values())}  # fmt: skip

@@ -70,7 +70,7 @@ def confine(job: dict) -> dict | None:
     """Strict mode's OS sandbox (evaluator.sandbox) for an evaluation child: what holds, or why nothing
     does; None when it is not asked for (parity mode, problem checks, `sandbox=False`)."""
     settings = job.get("settings") or {}
-    if job.get("mode") == "check_problem" or not settings.get("strict", True):
+    if job.get("mode") in ("check_problem", "baseline") or not settings.get("strict", True):
         return None
     if not settings.get("sandbox", True):
         return {"unavailable": "turned off (sandbox=False / --no-sandbox)"}
@@ -111,6 +111,15 @@ def main(argv: list[str]) -> None:
                 "hardware", hardware=dataclasses.asdict(hardware_record(ev.device, ev.settings.precision))
             )
             problem_check.run(ev)
+        elif job.get("mode") == "baseline":  # `kb-agent baseline`: the reference eager and compiled
+            from kb_agent.evaluator.hardware import hardware_record
+            from kb_agent.evaluator.stages import baseline
+
+            ev = Evaluation(job, chan)
+            chan.send(
+                "hardware", hardware=dataclasses.asdict(hardware_record(ev.device, ev.settings.precision))
+            )
+            baseline.run(ev, job.get("compile_mode", "default"))
         else:
             Evaluation(job, chan).run()
     except BaseException as e:  # noqa: BLE001 - the evaluator's own failure must still reach the parent

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kb_agent.agent import metrics
+from kb_agent.agent.report.baselines import baseline_section
 from kb_agent.agent.store import Store
 from kb_agent.problems.errors import KBAgentError
 
@@ -40,20 +41,40 @@ def _run_summary(run: dict[str, Any]) -> dict[str, Any]:
     return {**{k: run.get(k) for k in keys}, "device": (run.get("config") or {}).get("device")}
 
 
-def run_section(store: Store, run: dict[str, Any], by_turn: bool = False) -> dict[str, Any]:
+def run_section(
+    store: Store,
+    run: dict[str, Any],
+    by_turn: bool = False,
+    *,
+    by_budget: bool = False,
+    resamples: int = metrics.BOOTSTRAP_RESAMPLES,
+    seed: int = metrics.BOOTSTRAP_SEED,
+    compile_mode: str = "default",
+) -> dict[str, Any]:
     """The report of one run (a row from `Store.get_run`).
 
     Counting: one trajectory = one (problem, sample). A trajectory is attempted once it has a turn or
-    an outcome; attempted trajectories form the fast_p denominator, and one without a correct turn
-    counts as a failure. Trajectories created but never started (an interrupted run) are reported as
-    `not_started` and left out. Tokens and cost are summed over every turn; `per_problem` divides by
-    the number of attempted problems. Cost is in US dollars, None when no call had a known price.
+    an outcome; one without a correct turn counts as a failure. Trajectories created but never started
+    (an interrupted run) are reported as `not_started` and left out. With several samples per problem
+    the headline figures count problems (a problem counts when the best of its samples is correct and
+    faster than p; denominator: problems) and `per_trajectory` gives the figures with every sample
+    counted on its own (denominator: trajectories), with `fast_p_at_k` (Chen et al.'s unbiased estimator,
+    `metrics.fast_p_at_k`) between them; with one sample the views coincide and those two are None.
+    Every fast_p has `ci95`, a bootstrap interval over problems (`metrics.bootstrap_ci`; `resamples` 0:
+    none). Tokens and cost are summed over every turn; `per_problem` divides by the number of attempted
+    problems. Cost is in US dollars, None when no call had a known price.
 
-    fast_p comes twice over the same trajectories: `fast_p` under strict mode (the evaluator's
-    verdict) and `fast_p_kernelbench` under KernelBench's rules alone (a turn strict mode rejected
-    counts by its `parity_status`); `strict` says how many turns strict mode judged and rejected, per
-    check; `library_share` summarises the share of GPU time in library kernels of each rule's best
-    turns (`metrics.share_summary`, fractions 0..1).
+    fast_p comes twice over the same problems: `fast_p` under strict mode (the evaluator's verdict) and
+    `fast_p_kernelbench` under KernelBench's rules alone (a turn strict mode rejected counts by its
+    `parity_status`); `strict` says how many turns strict mode judged and rejected, per check;
+    `library_share` summarises the share of GPU time in library kernels of each rule's best turns
+    (`metrics.share_summary`, fractions 0..1). Also: `geomean_speedup` (rules -> view -> geometric mean
+    of the best speedups of correct trajectories / problems), `per_level`, `problems_table` (one row per
+    problem), `status_by_turn` (`metrics.status_by_turn`), `best_speedups` (rules -> each trajectory's
+    best counted speedup or None, for the distribution), `baselines` (`report.baselines.baseline_section`),
+    `by_turn` (k = 1..K, when asked) and `by_budget` (budget -> [{"budget", "fast_p",
+    "fast_p_kernelbench"}] against cumulative tokens, dollars and GPU-seconds, `metrics.BUDGETS`, when
+    asked).
     """
     trajs = store.trajectories(run["id"])
     turns_of: dict[int, list[dict[str, Any]]] = defaultdict(list)
@@ -61,43 +82,61 @@ def run_section(store: Store, run: dict[str, Any], by_turn: bool = False) -> dic
         turns_of[t["trajectory_id"]].append(t)
     attempted = [t for t in trajs if turns_of[t["id"]] or t["outcome"] is not None]
     all_turns = [turn for t in attempted for turn in turns_of[t["id"]]]
-    problems = len({t["problem_key"] for t in attempted})
     levels = sorted({t["level"] for t in attempted}, key=lambda lv: (lv is None, lv if lv is not None else 0))
     max_turn = max((turn["idx"] for turn in all_turns), default=0)
     trajs_turns = [turns_of[t["id"]] for t in attempted]
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)  # problem key -> its attempted trajectories
+    for t in attempted:
+        groups[t["problem_key"]].append(t)
+    grouped = [[turns_of[t["id"]] for t in ts] for ts in groups.values()]
+    n_samples = [len(ts) for ts in groups.values()]
+    boot = {"resamples": resamples, "seed": seed}
 
     section: dict[str, Any] = {
         "run": _run_summary(run),
         "levels": levels,
         "level": ", ".join(level_label(lv) for lv in levels) or "none",
-        "problems": problems,
+        "problems": len(groups),
         "trajectories": len(attempted),
         "not_started": len(trajs) - len(attempted),
         "turns": len(all_turns),
         "max_turn": max_turn,
-        **_both_rules(trajs_turns, all_turns),
+        "samples": {"max": max(n_samples, default=0), "min": min(n_samples, default=0)},
+        "bootstrap": {**boot, "level": metrics.CI_LEVEL, "unit": "problems"},
+        **_both_rules(grouped, all_turns, boot),
         "by_turn": None,
+        "by_budget": None,
     }
+    section["status_by_turn"] = metrics.status_by_turn(trajs_turns, max_turn)
+    section["per_level"] = _per_level(groups, turns_of, boot)
+    section["problems_table"] = _problems_table(groups, turns_of)
+    sources = {k: store.problem_of(ts[0]).code_sha256 for k, ts in groups.items()}
+    bests = {rules: metrics.sample_bests(grouped, rules=rules) for rules in metrics.RULES}
+    section["baselines"] = baseline_section(store, run, list(sources.items()), bests, compile_mode, **boot)
     if by_turn:
-        strict = metrics.by_turn(trajs_turns, max_turn=max_turn)
-        kb = metrics.by_turn(trajs_turns, max_turn=max_turn, rules="kernelbench")
+        tables = {r: metrics.by_turn_view(grouped, max_turn, rules=r, **boot) for r in metrics.RULES}
         section["by_turn"] = [
-            {
-                "k": k,
-                "fast_p": [f.to_dict() for f in strict[k]],
-                "fast_p_kernelbench": [f.to_dict() for f in kb[k]],
-            }
-            for k in strict
-        ]
-    for key in ("tokens_in", "tokens_out", "cost_usd"):
-        total = _sum([turn[key] for turn in all_turns])
+            {"k": k, "fast_p": [f.to_dict() for f in tables["strict"][k]],
+             "fast_p_kernelbench": [f.to_dict() for f in tables["kernelbench"][k]]}
+            for k in tables["strict"]
+        ]  # fmt: skip
+    if by_budget:
+        section["by_budget"] = {}
+        for budget in metrics.BUDGETS:
+            points = metrics.budget_points(grouped, budget)
+            curves = {r: metrics.by_budget(grouped, budget, points, rules=r, **boot) for r in metrics.RULES}
+            section["by_budget"][budget] = [
+                {"budget": b, "fast_p": [f.to_dict() for f in strict],
+                 "fast_p_kernelbench": [f.to_dict() for f in kb]}
+                for (b, strict), (_, kb) in zip(curves["strict"], curves["kernelbench"], strict=True)
+            ]  # fmt: skip
+    problems = len(groups)
+    for key in ("tokens_in", "tokens_out", "cost_usd", "gpu_s"):
+        total = _sum([turn.get(key) for turn in all_turns])
         section[key] = {"total": total, "per_problem": _per(total, problems)}
-    sources: dict[str, set[str]] = defaultdict(set)  # problem key -> SHA-256 of the references worked on
-    for t in attempted:
-        sources[t["problem_key"]].add(store.problem_of(t).code_sha256)
     checks = [c for c in store.problem_checks(run.get("gpu") or "cpu", run["precision"])
               if c["problem_key"] in sources and (c.get("code_sha256") is None  # checked before m006
-                                                  or c["code_sha256"] in sources[c["problem_key"]])]  # fmt: skip
+                                                  or c["code_sha256"] == sources[c["problem_key"]])]  # fmt: skip
     section["problem_checks"] = {
         "checked": len(checks),
         "flagged": [{"problem": c["problem_key"], "flags": c["flags"]} for c in checks if c["flags"]],
@@ -107,20 +146,36 @@ def run_section(store: Store, run: dict[str, Any], by_turn: bool = False) -> dic
     return section
 
 
-def _both_rules(trajectories: list[list[dict[str, Any]]], all_turns: list[dict[str, Any]]) -> dict[str, Any]:
-    """fast_p under both rules over the same trajectories, strict mode's rejections, library shares."""
+def _both_rules(
+    grouped: list[list[list[dict[str, Any]]]], all_turns: list[dict[str, Any]], boot: dict[str, int]
+) -> dict[str, Any]:
+    """fast_p under both rules over the same problems (per problem, and per trajectory and @k when there
+    are several samples), geometric-mean speedups, strict mode's rejections, library shares."""
+    bests = {rules: metrics.sample_bests(grouped, rules=rules) for rules in metrics.RULES}
+    several = any(len(s) > 1 for s in grouped)
+    table = lambda rules, view: [f.to_dict() for f in metrics.view_table(bests[rules], view=view, **boot)]  # noqa: E731
     best = {
-        rules: [metrics.best_turn(turns, rules=rules) for turns in trajectories] for rules in metrics.RULES
-    }
-    speedups = {
-        rules: [None if t is None else metrics.counted_speedup(t, rules) for t in turns]
-        for rules, turns in best.items()
+        rules: [metrics.best_turn(turns, rules=rules) for samples in grouped for turns in samples]
+        for rules in metrics.RULES
     }
     evaluated = [t for t in all_turns if t["status"] not in (None, "no_code", "model_error")]
     rejected = [t for t in all_turns if t["status"] == "rejected"]
     return {
-        "fast_p": [f.to_dict() for f in metrics.fast_p_table(speedups["strict"])],
-        "fast_p_kernelbench": [f.to_dict() for f in metrics.fast_p_table(speedups["kernelbench"])],
+        "fast_p": table("strict", "problem"),
+        "fast_p_kernelbench": table("kernelbench", "problem"),
+        "per_trajectory": {"fast_p": table("strict", "trajectory"),
+                           "fast_p_kernelbench": table("kernelbench", "trajectory")} if several else None,
+        "fast_p_at_k": {
+            rules: [{"k": k, "fast_p": [f.to_dict() for f in row]}
+                    for k, row in metrics.fast_p_at_k(bests[rules], **boot).items()]
+            for rules in metrics.RULES
+        } if several else None,
+        "geomean_speedup": {
+            rules: {"trajectory": metrics.geomean_speedup(s for samples in bests[rules] for s in samples),
+                    "problem": metrics.geomean_speedup(metrics.problem_best(s) for s in bests[rules])}
+            for rules in metrics.RULES
+        },
+        "best_speedups": {rules: [s for samples in bests[rules] for s in samples] for rules in metrics.RULES},
         "strict": {
             "evaluated_turns": len(evaluated),
             "strict_turns": sum(1 for t in evaluated if t.get("failed_checks") is not None),
@@ -134,11 +189,61 @@ def _both_rules(trajectories: list[list[dict[str, Any]]], all_turns: list[dict[s
             rules: metrics.share_summary(t.get("library_share") for t in turns if t is not None)
             for rules, turns in best.items()
         },
-    }
+    }  # fmt: skip
+
+
+def _per_level(
+    groups: dict[str, list[dict[str, Any]]], turns_of: dict[int, list[dict[str, Any]]], boot: dict[str, int]
+) -> list[dict[str, Any]]:
+    """fast_p (per-problem view, both rules, with intervals) and the geometric-mean speedup per level."""
+    by_level: dict[Any, list[list[list[dict[str, Any]]]]] = defaultdict(list)
+    for ts in groups.values():
+        by_level[ts[0]["level"]].append([turns_of[t["id"]] for t in ts])
+    out = []
+    for lv in sorted(by_level, key=lambda lv: (lv is None, lv if lv is not None else 0)):
+        grouped = by_level[lv]
+        row: dict[str, Any] = {"level": level_label(lv), "problems": len(grouped),
+                               "trajectories": sum(len(s) for s in grouped)}  # fmt: skip
+        for rules, field in (("strict", "fast_p"), ("kernelbench", "fast_p_kernelbench")):
+            bests = metrics.sample_bests(grouped, rules=rules)
+            row[field] = [f.to_dict() for f in metrics.view_table(bests, **boot)]
+            row[f"geomean_speedup{'' if rules == 'strict' else '_kernelbench'}"] = metrics.geomean_speedup(
+                metrics.problem_best(s) for s in bests
+            )
+        out.append(row)
+    return out
+
+
+def _problems_table(
+    groups: dict[str, list[dict[str, Any]]], turns_of: dict[int, list[dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """One row per problem: key, name, level, samples, correct samples and best speedup under each rule,
+    and the first turn at which any sample was correct (strict)."""
+    rows = []
+    for key, ts in groups.items():
+        samples = [turns_of[t["id"]] for t in ts]
+        row: dict[str, Any] = {"problem": key, "name": ts[0]["problem_name"], "level": level_label(ts[0]["level"]),
+                               "samples": len(ts)}  # fmt: skip
+        for rules, suffix in (("strict", ""), ("kernelbench", "_kernelbench")):
+            bests = [metrics.best_speedup(turns, rules=rules) for turns in samples]
+            row[f"correct_samples{suffix}"] = sum(1 for b in bests if b is not None)
+            row[f"best_speedup{suffix}"] = metrics.problem_best(bests)
+        firsts = [min((t["idx"] for t in turns if metrics.counted_speedup(t) is not None), default=None)
+                  for turns in samples]  # fmt: skip
+        row["first_correct_turn"] = min((f for f in firsts if f is not None), default=None)
+        rows.append(row)
+    return rows
 
 
 def build_report(
-    store: Store, run_refs: Sequence[str] | None = None, by_turn: bool = False
+    store: Store,
+    run_refs: Sequence[str] | None = None,
+    by_turn: bool = False,
+    *,
+    by_budget: bool = False,
+    resamples: int = metrics.BOOTSTRAP_RESAMPLES,
+    seed: int = metrics.BOOTSTRAP_SEED,
+    compile_mode: str = "default",
 ) -> dict[str, Any]:
     """Best-of-trajectory fast_p for one or more runs, each in its own section.
 
@@ -146,14 +251,24 @@ def build_report(
         store: the trajectory store.
         run_refs: run ids or names; None or empty = the latest run.
         by_turn: add, per run, fast_p of the best correct turn up to turn k for k = 1..K.
+        by_budget: add, per run, fast_p against cumulative tokens, dollars and GPU-seconds.
+        resamples, seed: the bootstrap intervals (resampling problems; 0 resamples: no intervals).
+        compile_mode: which torch.compile baseline to compare with (`default` or `max-autotune`).
 
     Returns:
         {"p_values": [...], "runs": [section, ...]}; see `run_section` for a section's fields.
 
     Raises:
         StoreError: an unknown run, or no runs at all.
-        ReportError: the runs differ in GPU or precision, so their figures must not share a table.
+        ReportError: the runs differ in GPU or precision, so their figures must not share a table; an
+            unknown compile mode.
     """
+    from kb_agent.agent.store.baselines import COMPILE_MODES
+
+    if compile_mode not in COMPILE_MODES:
+        raise ReportError(f"unknown compile mode {compile_mode!r}; choose one of {', '.join(COMPILE_MODES)}")
+    if resamples < 0:
+        raise ReportError(f"--bootstrap must be 0 (no intervals) or more resamples, not {resamples}")
     runs = [store.get_run(r) for r in run_refs] if run_refs else [store.latest_run()]
     runs = list({r["id"]: r for r in runs}.values())  # a run named twice is reported once
     for field, label in (("gpu", "GPU"), ("precision", "precision")):
@@ -163,7 +278,8 @@ def build_report(
             raise ReportError(
                 f"runs with different {label}s cannot be reported together ({which}); report them one at a time"
             )
-    return {"p_values": list(metrics.P_VALUES), "runs": [run_section(store, r, by_turn) for r in runs]}
+    kw = dict(by_budget=by_budget, resamples=resamples, seed=seed, compile_mode=compile_mode)
+    return {"p_values": list(metrics.P_VALUES), "runs": [run_section(store, r, by_turn, **kw) for r in runs]}
 
 
 def _select(

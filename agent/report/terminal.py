@@ -17,19 +17,20 @@ def _rich_table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: st
     return table
 
 
-def report_renderables(report: dict[str, Any]) -> list[Any]:
+def report_renderables(report: dict[str, Any], per_problem: bool = False) -> list[Any]:
     """The report as rich renderables (for a terminal): the same figures as `render_report_text`."""
     from rich.text import Text
 
     out: list[Any] = []
     for s in report["runs"]:
-        out.append(Text("\n".join(text.section_header(s)), style="bold"))
-        out.append(_rich_table(*text.fast_p_rows(s), text.FAST_P_TITLE))
-        out.append(Text("\n".join(text.strict_lines(s))))
-        if s["by_turn"] is not None:
-            for rules, label in text.RULE_LABELS.items():
-                out.append(_rich_table(*text.by_turn_rows(s, rules), f"{text.BY_TURN_TITLE}, {label}"))
-        out.append(Text("\n".join(text.costs_and_counts(s))))
+        for kind, body in text.section_blocks(s, per_problem):
+            if kind == "lines":
+                out.append(
+                    Text("\n".join(body), style="bold" if body[:1] == text.section_header(s)[:1] else "")
+                )
+            else:
+                title, headers, rows = body
+                out.append(_rich_table(headers, rows, title))
     if len(report["runs"]) > 1:
         out.append(_rich_table(*text.comparison_rows(report), text.comparison_title(report)))
     return out

@@ -27,6 +27,12 @@ def fmt_frac(f: dict[str, Any]) -> str:
     return f"{value} ({f['numerator']}/{f['denominator']})"
 
 
+def fmt_ci(f: dict[str, Any]) -> str:
+    """A figure's 95 % bootstrap interval as `[0.33, 1.00]`; `-` when none was drawn."""
+    ci = f.get("ci95")
+    return "-" if ci is None else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
+
+
 def fmt_num(x: float | int | None, money: bool = False) -> str:
     if x is None:
         return "-"
@@ -59,30 +65,188 @@ def text_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 FAST_P_TITLE = (
-    "fast_p, best correct turn of each trajectory (denominator: trajectories attempted, the same for both)"
+    "fast_p, best correct turn of each trajectory (denominator: problems attempted, the same for both rules)"
 )
 BY_TURN_TITLE = "fast_p by turn k (best correct turn up to k)"
+CI_NOTE = "95% CI: bootstrap over problems"
+PER_TRAJECTORY_TITLE = (
+    "fast_p per trajectory: every sample counted on its own (denominator: trajectories = problems x samples)"
+)
+AT_K_TITLE = "fast_p@k over samples (Chen et al. 2021's unbiased estimator, mean over problems) [95% CI]"
+STATUS_TITLE = "status mix by turn (turns at index k; ended: trajectories that stopped before k)"
+
+
+def fast_p_title(s: dict[str, Any]) -> str:
+    """The headline table's title: what is counted, and the denominator."""
+    n, lo = s["samples"]["max"], s["samples"]["min"]
+    if n <= 1:
+        return f"{FAST_P_TITLE}; {CI_NOTE}"
+    each = f"{n} samples" if lo == n else f"{lo}-{n} samples"
+    return (f"fast_p per problem: the best of its {each} (denominator: problems, the same for both rules); "
+            f"{CI_NOTE}")  # fmt: skip
 
 
 def section_header(s: dict[str, Any]) -> list[str]:
     run = s["run"]
+    n = s["samples"]["max"]
     return [
         f"run {run['name']} ({run['id']})  status: {run['status']}",
         f"model: {run['model']}  backend: {run['backend']}  precision: {run['precision']}",
         f"level: {s['level']}  GPU: {gpu_label(run)}",
         f"problems: {s['problems']}  trajectories: {s['trajectories']}  turns: {s['turns']}"
+        + (f"  samples per problem: {n}" if n > 1 else "")
         + (f"  not started: {s['not_started']}" if s["not_started"] else ""),
     ]
 
 
 def fast_p_rows(s: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    """One row per threshold: fast_p under strict mode and under KernelBench's rules."""
-    headers = ["", *RULE_LABELS.values()]
+    """One row per threshold: fast_p under strict mode and under KernelBench's rules, then each one's
+    95 % bootstrap interval. `s` is a section, or any dict with `fast_p` and `fast_p_kernelbench`."""
+    headers = ["", *RULE_LABELS.values(), *(f"{label} 95% CI" for label in RULE_LABELS.values())]
     rows = [
-        [fmt_p(f["p"]), fmt_frac(f), fmt_frac(kb)]
+        [fmt_p(f["p"]), fmt_frac(f), fmt_frac(kb), fmt_ci(f), fmt_ci(kb)]
         for f, kb in zip(s["fast_p"], s["fast_p_kernelbench"], strict=True)
     ]
     return headers, rows
+
+
+def at_k_rows(s: dict[str, Any], rules: str) -> tuple[list[str], list[list[str]]]:
+    """fast_p@k under `rules`: one row per threshold, one column per k, each value with its interval."""
+    ks = s["fast_p_at_k"][rules]
+    headers = ["", *(f"@{r['k']}" for r in ks)]
+    rows = []
+    for q, f in enumerate(ks[0]["fast_p"] if ks else []):
+        cells = []
+        for r in ks:
+            g = r["fast_p"][q]
+            cells.append("n/a" if g["value"] is None else f"{g['value']:.3f} {fmt_ci(g)}")
+        rows.append([fmt_p(f["p"]), *cells])
+    return headers, rows
+
+
+def geomean_line(s: dict[str, Any]) -> str:
+    """The geometric-mean speedup of the correct trajectories' best turns (and problems' best samples)."""
+    parts = []
+    for rules, label in RULE_LABELS.items():
+        g = s["geomean_speedup"][rules]
+        t = g["trajectory"]
+        text = f"{label} {fmt_speedup(t['value'])} over {t['n']} of {t['of']} trajectories"
+        if s["samples"]["max"] > 1:
+            pb = g["problem"]
+            text += f" ({fmt_speedup(pb['value'])} over the best sample of {pb['n']} of {pb['of']} problems)"
+        parts.append(text)
+    return "geometric-mean speedup, correct trajectories only: " + "; ".join(parts)
+
+
+def status_rows(s: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The status mix at each turn: one row per k, one column per status seen, and `ended`."""
+    seen: list[str] = []
+    for r in s["status_by_turn"]:
+        seen += [k for k in r["counts"] if k not in seen]
+    headers = ["k", *seen, "ended"]
+    rows = [
+        [str(r["k"]), *(str(r["counts"].get(k, 0)) for k in seen), str(r["ended"])]
+        for r in s["status_by_turn"]
+    ]
+    return headers, rows
+
+
+BUDGET_ROWS = 6  # budgets printed per curve (the JSON and the plots have them all)
+
+
+def budget_rows(s: dict[str, Any], budget: str) -> tuple[list[str], list[list[str]]]:
+    """fast_p (strict, per-problem view) against a cumulative budget at up to BUDGET_ROWS budgets spread
+    over the curve, the largest last."""
+    curve = s["by_budget"][budget]
+    if not curve:
+        return ["budget"], []
+    picks = sorted({round(i * (len(curve) - 1) / max(1, BUDGET_ROWS - 1)) for i in range(BUDGET_ROWS)})
+    money = budget == "cost_usd"
+    headers = ["budget", *(fmt_p(f["p"]) for f in curve[0]["fast_p"])]
+    rows = [[fmt_num(curve[i]["budget"], money), *(fmt_frac(f) for f in curve[i]["fast_p"])] for i in picks]
+    return headers, rows
+
+
+def per_level_rows(s: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """fast_p per level (per-problem view) under both rules, and the geometric-mean speedup."""
+    levels = s["per_level"]
+    ps = [f["p"] for f in levels[0]["fast_p"]] if levels else []
+    headers = ["level", "problems", "rules", *(fmt_p(p) for p in ps), "geomean"]
+    rows = []
+    for r in levels:
+        for rules, label in RULE_LABELS.items():
+            suffix = "" if rules == "strict" else "_kernelbench"
+            rows.append([r["level"], str(r["problems"]), label, *(fmt_frac(f) for f in r[_KEYS[rules]]),
+                         fmt_speedup(r[f"geomean_speedup{suffix}"]["value"])])  # fmt: skip
+    return headers, rows
+
+
+def problems_rows(s: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """One row per problem: samples, correct samples and best speedup under each rule, first correct turn."""
+    headers = ["problem", "name", "samples", "correct", "best", "correct (KB rules)", "best (KB rules)",
+               "first correct turn"]  # fmt: skip
+    rows = [
+        [r["problem"], r["name"], str(r["samples"]), str(r["correct_samples"]), fmt_speedup(r["best_speedup"]),
+         str(r["correct_samples_kernelbench"]), fmt_speedup(r["best_speedup_kernelbench"]),
+         "-" if r["first_correct_turn"] is None else str(r["first_correct_turn"])]
+        for r in s["problems_table"]
+    ]  # fmt: skip
+    return headers, rows
+
+
+def baseline_title(s: dict[str, Any]) -> str | None:
+    """The baseline table's title, or None when there is no table to show (see `baseline_lines`)."""
+    b = s["baselines"]
+    if not b.get("available") or not b["covered"]:
+        return None
+    return (f"fast_p against the baselines (strict, per problem; {b['covered']} of {b['problems']} problems have a "
+            f"baseline on {b['gpu']}, {b['precision']}, torch {b['torch']}, torch.compile mode {b['compile_mode']}); "
+            f"{CI_NOTE}")  # fmt: skip
+
+
+def baseline_rows(s: dict[str, Any], rules: str = "strict") -> tuple[list[str], list[list[str]]]:
+    """One row per threshold: fast_p against eager, torch.compile and the faster of the two, with intervals."""
+    from kb_agent.agent.report.baselines import AGAINST
+
+    b = s["baselines"][_KEYS[rules]]
+    headers = ["", *AGAINST.values(), *(f"{label} 95% CI" for label in AGAINST.values())]
+    rows = []
+    for q, f in enumerate(b["eager"]):
+        cells = [b[a][q] for a in AGAINST]
+        rows.append([fmt_p(f["p"]), *(fmt_frac(c) for c in cells), *(fmt_ci(c) for c in cells)])
+    return headers, rows
+
+
+def baseline_lines(s: dict[str, Any]) -> list[str]:
+    """What the baselines say besides the table: torch.compile against eager, the geometric means, and why
+    there is no table when there is none."""
+    b = s["baselines"]
+    if not b.get("available"):
+        return [f"baselines: none to compare with ({b['reason']})"]
+    where = f"{b['gpu']}, {b['precision']}, torch {b['torch']}, torch.compile mode {b['compile_mode']}"
+    if not b["covered"]:
+        return [
+            f"baselines: none stored for these problems on {where} (`kb-agent baseline SPEC` measures them)"
+        ]
+    ce = b["compile_over_eager"]
+    lines = [f"torch.compile against eager (geometric mean of eager ms / compiled ms): {fmt_speedup(ce['value'])} "
+             f"over {ce['n']} problems" + (f"; torch.compile failed on {b['compile_failed']}" if b["compile_failed"] else "")]  # fmt: skip
+    g = b["geomean_speedup"]["strict"]
+    lines.append("geometric-mean best speedup (strict, problems with a correct sample): "
+                 + ", ".join(f"against {label} {fmt_speedup(g[a]['value'])} ({g[a]['n']})"
+                             for a, label in _against().items()))  # fmt: skip
+    if b["missing"]:
+        lines.append(
+            f"  no baseline for: {', '.join(b['missing'])}"
+            + (", ..." if b["problems"] - b["covered"] > 20 else "")
+        )
+    return lines
+
+
+def _against() -> dict[str, str]:
+    from kb_agent.agent.report.baselines import AGAINST
+
+    return AGAINST
 
 
 def strict_lines(s: dict[str, Any]) -> list[str]:
@@ -120,12 +284,14 @@ def _share_summary(d: dict[str, Any]) -> str:
 
 
 def costs_and_counts(s: dict[str, Any]) -> list[str]:
-    tin, tout, cost = s["tokens_in"], s["tokens_out"], s["cost_usd"]
+    tin, tout, cost, gpu = s["tokens_in"], s["tokens_out"], s["cost_usd"], s.get("gpu_s") or {}
     counts = lambda d: ", ".join(f"{k} {v}" for k, v in d.items()) or "none"  # noqa: E731
     return [
         f"tokens in: {fmt_num(tin['total'])} total, {fmt_num(tin['per_problem'])} per problem;"
         f"  tokens out: {fmt_num(tout['total'])} total, {fmt_num(tout['per_problem'])} per problem",
-        f"cost: {fmt_num(cost['total'], True)} total, {fmt_num(cost['per_problem'], True)} per problem",
+        f"cost: {fmt_num(cost['total'], True)} total, {fmt_num(cost['per_problem'], True)} per problem;"
+        f"  GPU-seconds (correctness and timing stages): {fmt_num(gpu.get('total'))} total, "
+        f"{fmt_num(gpu.get('per_problem'))} per problem",
         f"outcomes: {counts(s['outcomes'])}",
         f"turn statuses: {counts(s['statuses'])}",
         _checks_line(s),
@@ -164,21 +330,56 @@ def comparison_title(report: dict[str, Any]) -> str:
     return f"comparison (GPU: {gpu_label(first)}, precision: {first['precision']})"
 
 
-def render_report_text(report: dict[str, Any]) -> str:
-    """The report as plain text: every fast_p beside its numerator/denominator under strict mode and under
-    KernelBench's rules, strict mode's rejections per check, library shares, the level and the GPU."""
+def section_blocks(s: dict[str, Any], per_problem: bool = False) -> list[tuple[str, Any]]:
+    """A section as an ordered list of ("lines", [str]) and ("table", (title, headers, rows)) blocks,
+    which `render_report_text` prints as text and `terminal` as rich tables."""
+    from kb_agent.agent.metrics import BUDGETS
+
+    out: list[tuple[str, Any]] = [("lines", section_header(s))]
+    out.append(("table", (fast_p_title(s), *fast_p_rows(s))))
+    if s.get("per_trajectory"):
+        out.append(("table", (PER_TRAJECTORY_TITLE, *fast_p_rows(s["per_trajectory"]))))
+    if s.get("fast_p_at_k"):
+        for rules, label in RULE_LABELS.items():
+            out.append(("table", (f"{AT_K_TITLE}, {label}", *at_k_rows(s, rules))))
+    out.append(("lines", [geomean_line(s), *strict_lines(s)]))
+    if len(s["per_level"]) > 1:
+        out.append(("table", ("fast_p per level (per problem)", *per_level_rows(s))))
+    title = baseline_title(s)
+    if title:
+        out.append(("table", (title, *baseline_rows(s))))
+    out.append(("lines", baseline_lines(s)))
+    if s["by_turn"] is not None:
+        for rules, label in RULE_LABELS.items():
+            out.append(("table", (f"{BY_TURN_TITLE}, {label}", *by_turn_rows(s, rules))))
+        out.append(("table", (STATUS_TITLE, *status_rows(s))))
+    if s.get("by_budget"):
+        for budget, label in BUDGETS.items():
+            out.append(("table", (f"fast_p against {label} (strict; each trajectory cut at the budget)",
+                                  *budget_rows(s, budget))))  # fmt: skip
+    if per_problem:
+        out.append(("table", ("per problem", *problems_rows(s))))
+    out.append(("lines", costs_and_counts(s)))
+    return out
+
+
+def render_report_text(report: dict[str, Any], per_problem: bool = False) -> str:
+    """The report as plain text: every fast_p beside its numerator/denominator and 95 % interval under
+    strict mode and under KernelBench's rules, per problem (and per trajectory and @k with several
+    samples), the geometric-mean speedup, strict mode's rejections per check, library shares, the
+    baselines, the level and the GPU; the by-turn, status and budget tables when the report has them,
+    and one row per problem with `per_problem`."""
     indent = lambda table: ["  " + line for line in table.splitlines()]  # noqa: E731
     blocks = []
     for s in report["runs"]:
-        lines = section_header(s)
-        lines.append(FAST_P_TITLE + ":")
-        lines += indent(text_table(*fast_p_rows(s)))
-        lines += strict_lines(s)
-        if s["by_turn"] is not None:
-            for rules, label in RULE_LABELS.items():
-                lines.append(f"{BY_TURN_TITLE}, {label}:")
-                lines += indent(text_table(*by_turn_rows(s, rules)))
-        lines += costs_and_counts(s)
+        lines: list[str] = []
+        for kind, body in section_blocks(s, per_problem):
+            if kind == "lines":
+                lines += body
+            else:
+                title, headers, rows = body
+                lines.append(title + ":")
+                lines += indent(text_table(headers, rows))
         blocks.append("\n".join(lines))
     if len(report["runs"]) > 1:
         blocks.append(
@@ -266,4 +467,4 @@ def render_runs_text(runs: list[dict[str, Any]]) -> str:
     return text_table(*runs_rows(runs)) + "\n"
 
 
-__all__ = ["render_report_text", "render_runs_text", "render_show_text", "text_table"]
+__all__ = ["render_report_text", "render_runs_text", "render_show_text", "section_blocks", "text_table"]

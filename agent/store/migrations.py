@@ -230,6 +230,40 @@ def m009_rescores(db: Database) -> None:
     db["rescores"].create_index(["turn_id", "evaluator_version"], unique=True)
 
 
+@migration
+def m010_baselines(db: Database) -> None:
+    """`baselines`: the reference timed eager and under `torch.compile` by `kb-agent baseline`, one row per
+    (reference source SHA-256, GPU name or `cpu`, precision, torch version, compile mode), the latest
+    measurement winning; reports compare a run only with rows of its own GPU, precision and torch version.
+    `eager_ms` and `compile_ms` are mean per-call times (ms) under the evaluator's protocol (`method`);
+    `compile_ms` is NULL when torch.compile failed (`compile_error` says why); `compile_s` the wall seconds
+    of the first compiled call (the compilation); `record` the whole measurement as JSON."""
+    db["baselines"].create(
+        {
+            "code_sha256": str,
+            "gpu": str,
+            "precision": str,
+            "torch": str,
+            "compile_mode": str,
+            "problem_key": str,
+            "level": int,
+            "problem_id": int,
+            "name": str,
+            "device": str,
+            "status": str,  # ok, compile_failed, error, timeout
+            "message": str,
+            "method": str,
+            "eager_ms": float,
+            "compile_ms": float,
+            "compile_s": float,
+            "compile_error": str,
+            "record": str,
+            "measured": str,
+        },  # fmt: skip
+        pk=("code_sha256", "gpu", "precision", "torch", "compile_mode"),
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = tuple(_registered)
 
 

@@ -42,6 +42,8 @@ OUTCOMES = (
 )
 EVAL_STATUSES = ("compile_error", "runtime_error", "timeout", "incorrect", "rejected", "correct")
 TURN_STATUSES = (*EVAL_STATUSES, "no_code", "model_error")
+# the evaluation stages that hold a GPU slot (EvalResult.stages): a turn's `gpu_s` is their wall seconds
+GPU_STAGES = ("correctness", "timing")
 
 # the packages whose versions a run records by default (read from metadata; nothing is imported)
 VERSIONED_PACKAGES = ("kb-agent", "torch", "triton", "litellm", "openai", "anthropic", "sqlite-utils")
@@ -504,14 +506,17 @@ class Store:
         """Every turn of a run without the bulky columns (messages, response, code, JSON): trajectory_id,
         idx, status, correct, speedup, retimed_speedup, retimed_repro_speedup, retimed_status,
         parity_status, failed_checks (a list, decoded; None when strict mode did not run), library_share,
-        runtime_ms, ref_runtime_ms, tokens_in, tokens_out, cost_usd, latency_s, has_code; ordered by
+        runtime_ms, ref_runtime_ms, tokens_in, tokens_out, cost_usd, latency_s, has_code, gpu_s (wall
+        seconds of the evaluation's GPU_STAGES, None when the turn was not evaluated); ordered by
         trajectory then index. What reports and tables need."""
-        sql = """
+        gpu_s = " + ".join(f"COALESCE(json_extract(turns.eval_json, '$.stages.{s}'), 0)" for s in GPU_STAGES)
+        sql = f"""
             SELECT turns.trajectory_id, turns.idx, turns.status, turns.correct, turns.speedup,
                    turns.retimed_speedup, turns.retimed_repro_speedup, turns.retimed_status,
                    turns.parity_status, turns.failed_checks, turns.library_share,
                    turns.runtime_ms, turns.ref_runtime_ms, turns.tokens_in, turns.tokens_out,
-                   turns.cost_usd, turns.latency_s, turns.code IS NOT NULL AS has_code
+                   turns.cost_usd, turns.latency_s, turns.code IS NOT NULL AS has_code,
+                   CASE WHEN turns.eval_json IS NULL THEN NULL ELSE {gpu_s} END AS gpu_s
             FROM turns JOIN trajectories t ON t.id = turns.trajectory_id
             WHERE t.run_id = ? ORDER BY turns.trajectory_id, turns.idx
         """
