@@ -1,5 +1,6 @@
 """The `kb-agent` command line. Thin: each command parses options and calls one library function
-(`agent.job` for solve, `agent.checks` for problems check, `agent.report` for reports), which Python
+(`agent.job` for solve, `agent.checks` for problems check, `agent.report` for reports, `agent.baseline`
+for baselines), which Python
 callers and tests use the same way.
 
 Conventions: booleans are flags (`--json`, `--no-strict`), `-h` is `--help` everywhere, required
@@ -315,21 +316,136 @@ def report_cmd(
     db: DbOpt = DEFAULT_DB,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     by_turn: Annotated[
-        bool, typer.Option("--by-turn", help="Add fast_p of the best turn up to k, per k.")
+        bool,
+        typer.Option(
+            "--by-turn", help="Add fast_p of the best turn up to k, per k, and the status mix per turn."
+        ),
     ] = False,
+    by_budget: Annotated[
+        bool,
+        typer.Option(
+            "--by-budget",
+            help="Add fast_p against cumulative tokens, dollars and GPU-seconds per trajectory.",
+        ),
+    ] = False,
+    per_problem: Annotated[bool, typer.Option("--per-problem", help="Add one row per problem.")] = False,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            "--plot",
+            metavar="DIR",
+            help="Also write PNG figures (by turn, by budget, status mix, speedups) to DIR.",
+            show_default=False,
+        ),
+    ] = None,
+    bootstrap: Annotated[
+        int,
+        typer.Option(
+            min=0, help="Bootstrap resamples of the problems for the 95% intervals (0: no intervals; seeded)."
+        ),
+    ] = 1000,
+    compile_mode: Annotated[
+        str, typer.Option(help="The torch.compile baseline to compare with: default or max-autotune.")
+    ] = "default",
 ) -> None:
-    """Best-of-trajectory fast_p per run, with denominators, level and GPU."""
+    """fast_p per run with denominators, 95% intervals, level and GPU: per problem (best of its samples)
+    and per trajectory, fast_p@k, against eager and torch.compile baselines; optionally by turn, by
+    budget, per problem, and as plots."""
     import json
 
     from kb_agent.agent import report
     from kb_agent.agent.store import Store
 
     with Store(db, create=False) as store:
-        rep = report.build_report(store, runs, by_turn=by_turn)
+        rep = report.build_report(store, runs, by_turn=by_turn or plot is not None,
+                                  by_budget=by_budget or plot is not None, resamples=bootstrap,
+                                  compile_mode=compile_mode)  # fmt: skip
+    if plot is not None:
+        from kb_agent.agent.report.plots import write_plots
+
+        try:
+            paths = write_plots(rep, plot)
+        except OSError as e:
+            raise UsageError(
+                f"cannot write plots to {str(plot)!r} ({e.strerror or e}); pass another --plot DIR"
+            ) from None
+        err.print(f"wrote {len(paths)} plots to {plot}: " + ", ".join(p.name for p in paths), highlight=False)
+    shown = {**rep, "runs": [{**s, "by_turn": s["by_turn"] if by_turn else None,
+                              "by_budget": s["by_budget"] if by_budget else None} for s in rep["runs"]]}  # fmt: skip
     if as_json:
-        sys.stdout.write(json.dumps(rep, indent=2) + "\n")
+        sys.stdout.write(json.dumps(shown, indent=2) + "\n")
     else:
-        _print_blocks(report.report_renderables(rep), report.render_report_text(rep))
+        _print_blocks(
+            report.report_renderables(shown, per_problem), report.render_report_text(shown, per_problem)
+        )
+
+
+@app.command("baseline", cls=_Command)
+def baseline_cmd(
+    spec: Annotated[
+        str,
+        typer.Argument(
+            help="Problems to time: 2/66, a level, 1/1-10,95, 1/37,2/9-12, toy, a path or a folder."
+        ),
+    ],
+    device: Annotated[str, typer.Option(help="cuda, cuda:N or cpu.")] = "cuda",
+    precision: PrecisionOpt = "fp32",
+    mode: Annotated[
+        str, typer.Option(help="torch.compile mode: default (inductor) or max-autotune.")
+    ] = "default",
+    force: Annotated[
+        bool, typer.Option("--force", help="Time again problems the store already has a baseline for.")
+    ] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object per problem.")] = False,
+    stage_limits: LimitsOpt = DEFAULT_LIMITS,
+    db: DbOpt = DEFAULT_DB,
+    dataset: DatasetOpt = None,
+) -> None:
+    """Time each reference eager and under torch.compile on this device (the evaluator's protocol, in an
+    isolated child, one problem at a time), cached in the store per reference, GPU, precision, torch
+    version and mode; `report` compares runs of the same GPU, precision and torch with them."""
+    import json
+
+    from kb_agent.agent.baseline import run_baselines
+    from kb_agent.agent.store import Store
+    from kb_agent.agent.store.baselines import COMPILE_MODES
+    from kb_agent.problems import resolve
+
+    if mode not in COMPILE_MODES:
+        raise UsageError(f"unknown --mode {mode!r}; choose one of {', '.join(COMPILE_MODES)}")
+    settings = _settings(device=device, precision=precision, limits=stage_limits, strict=False)
+    require_cuda(settings.device, "run on a GPU machine, or pass --device cpu")
+    problems = resolve(spec, dataset)
+
+    def print_json(_, r: dict) -> None:
+        sys.stdout.write(json.dumps(r) + "\n")
+        sys.stdout.flush()
+
+    with Store(db) as store, _interruptible("; the baselines timed so far are stored"):
+        results = run_baselines(problems, settings, store=store, compile_mode=mode, force=force,
+                                on_result=print_json if json_out else None)  # fmt: skip
+    if not json_out:
+        out.print(_baselines_table(problems, results))
+
+
+def _baselines_table(problems: list, results: list[dict]) -> Table:
+    def ms(x: float | None) -> str:
+        return "-" if x is None else f"{x:.4g}"
+
+    table = Table(
+        "problem", "name", "eager ms", "compiled ms", "compiled speedup", "compile s", "status", "cached"
+    )
+    for p, r in zip(problems, results, strict=True):
+        eager, comp = r.get("eager_ms"), r.get("compile_ms")
+        status = (
+            r["status"]
+            if r["status"] == "ok"
+            else f"{r['status']}: {(r.get('message') or '').splitlines()[0][:100]}"
+        )
+        table.add_row(p.key, p.name, ms(eager), ms(comp), f"{eager / comp:.2f}x" if eager and comp else "-",
+                      "-" if r.get("compile_s") is None else f"{r['compile_s']:.1f}", status,
+                      "yes" if r.get("cached") else "no")  # fmt: skip
+    return table
 
 
 @runs_app.command("list", cls=_Command)
