@@ -41,6 +41,12 @@ def _run_summary(run: dict[str, Any]) -> dict[str, Any]:
     return {**{k: run.get(k) for k in keys}, "device": (run.get("config") or {}).get("device")}
 
 
+def never_answered(turns: list[dict[str, Any]]) -> bool:
+    """Whether a trajectory's model was asked and never answered: it has turns, all of them model errors
+    (`Store.turn_summaries` rows)."""
+    return bool(turns) and all(t["status"] == "model_error" for t in turns)
+
+
 def run_section(
     store: Store,
     run: dict[str, Any],
@@ -55,7 +61,9 @@ def run_section(
 
     Counting: one trajectory = one (problem, sample). A trajectory is attempted once it has a turn or
     an outcome; one without a correct turn counts as a failure. Trajectories created but never started
-    (an interrupted run) are reported as `not_started` and left out. With several samples per problem
+    (an interrupted run) are reported as `not_started` and left out; so are those the model never
+    answered (`unanswered`: every turn a model error, e.g. a provider outage; `solve --resume` retries
+    the unavailable ones), which say nothing of the kernels. With several samples per problem
     the headline figures count problems (a problem counts when the best of its samples is correct and
     faster than p; denominator: problems) and `per_trajectory` gives the figures with every sample
     counted on its own (denominator: trajectories), with `fast_p_at_k` (Chen et al.'s unbiased estimator,
@@ -80,7 +88,8 @@ def run_section(
     turns_of: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for t in store.turn_summaries(run["id"]):
         turns_of[t["trajectory_id"]].append(t)
-    attempted = [t for t in trajs if turns_of[t["id"]] or t["outcome"] is not None]
+    unanswered = [t for t in trajs if never_answered(turns_of[t["id"]])]
+    attempted = [t for t in trajs if (turns_of[t["id"]] or t["outcome"] is not None) and t not in unanswered]
     all_turns = [turn for t in attempted for turn in turns_of[t["id"]]]
     levels = sorted({t["level"] for t in attempted}, key=lambda lv: (lv is None, lv if lv is not None else 0))
     max_turn = max((turn["idx"] for turn in all_turns), default=0)
@@ -98,7 +107,8 @@ def run_section(
         "level": ", ".join(level_label(lv) for lv in levels) or "none",
         "problems": len(groups),
         "trajectories": len(attempted),
-        "not_started": len(trajs) - len(attempted),
+        "not_started": len(trajs) - len(attempted) - len(unanswered),
+        "unanswered": len(unanswered),
         "turns": len(all_turns),
         "max_turn": max_turn,
         "samples": {"max": max(n_samples, default=0), "min": min(n_samples, default=0)},

@@ -95,7 +95,8 @@ def section_header(s: dict[str, Any]) -> list[str]:
         f"level: {s['level']}  GPU: {gpu_label(run)}",
         f"problems: {s['problems']}  trajectories: {s['trajectories']}  turns: {s['turns']}"
         + (f"  samples per problem: {n}" if n > 1 else "")
-        + (f"  not started: {s['not_started']}" if s["not_started"] else ""),
+        + (f"  not started: {s['not_started']}" if s["not_started"] else "")
+        + (f"  never answered by the model (not counted): {s['unanswered']}" if s.get("unanswered") else ""),
     ]
 
 

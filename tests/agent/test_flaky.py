@@ -195,3 +195,26 @@ def test_an_llm_error_says_whether_it_was_transient(fake_llm):
     with pytest.raises(LLMError) as e:
         m.complete(MSGS)
     assert not e.value.transient
+
+
+def test_report_leaves_trajectories_the_model_never_answered_out_of_the_denominator(fake_llm, tmp_path):
+    from kb_agent.agent.report import build_report, render_report_text
+
+    fake_llm.by_turn = True
+    fake_llm.add(CODE)
+    db = tmp_path / "kb.sqlite"
+    evaluator = ScriptedEvaluator([canned("correct", 1.5)])
+    calls = []
+
+    def outage_after_first_trajectory(e):
+        calls.append(e)
+        fake_llm.failing(503)
+
+    job.start(resolve("toy/1,2"), cfg(turns=1, run_name="half"), llm(fake_llm.openai_base), store=db,
+              evaluator=evaluator, jobs=1, on_turn=outage_after_first_trajectory)  # fmt: skip
+    with Store(db) as store:
+        rep = build_report(store, ["half"])
+    s = rep["runs"][0]
+    assert (s["trajectories"], s["unanswered"], s["not_started"]) == (1, 1, 0)
+    assert {f["denominator"] for f in s["fast_p"]} == {1}  # toy/2, never answered, is not a failure
+    assert "never answered by the model (not counted): 1" in render_report_text(rep)
