@@ -2,7 +2,8 @@
 
 Each check is recorded by name in `EvalResult.strict["checks"]` (passed, detail), beside the verdict
 KernelBench's rules alone would give (`parity_status`), so results can be scored both ways. A failed
-check makes the status `rejected`, with the reasons in the message.
+check makes the status `rejected`, with the reasons in the message (`evaluator.judge` decides; the
+thresholds are in `evaluator.thresholds`).
 
 The checks, by the kind of hack they close (each closes the class, not one example):
 
@@ -17,8 +18,10 @@ The checks, by the kind of hack they close (each closes the class, not one examp
 * side effects: a Python audit hook records writes outside the evaluation's directories, process
   launches other than the compilers, network use and reads of other processes' environments
   (`SideEffectMonitor`); threads left running are reported;
-* timing escapes and replay: a host-clock cross-check with a device-wide synchronize, and timed calls on
-  fresh input values (`evaluator.timing.time_strict`);
+* timing escapes and replay: the wait for a device-wide synchronize after the timed stream is done, a
+  profiled census of one call's streams, the output read on the current stream before any device-wide
+  synchronize, and timed calls on fresh input values (`evaluator.timing.time_strict`, `stream_census`,
+  `early_read`);
 * not a kernel: the candidate's library ops must do a strict part of the reference's work
   (`library_does_all_the_work`), its custom kernels must run, reach the output and do more than copy
   (`evaluator.kernel_probe`), whatever share of the GPU time they take (recorded as data: library GEMMs
