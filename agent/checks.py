@@ -26,8 +26,10 @@ log = logging.getLogger(__name__)
 CheckFn = Callable[[Problem, EvalSettings], dict[str, Any]]
 OnResult = Callable[[Problem, dict[str, Any]], None]
 
-# statuses of a check that ran to its end; an "error" or "timeout" must not replace a stored finding
-FINDING_STATUSES = ("ok", "flagged")
+# statuses of a check that ran to its end; an "error" or "timeout" must not replace a stored finding.
+# "unchecked": the problem cannot be checked here (a package, downloads, memory); stored with the reason,
+# never over a finding of the same source (`Store.record_problem_check`)
+FINDING_STATUSES = ("ok", "flagged", "unchecked")
 
 
 def ran_out_of_memory(result: dict[str, Any]) -> bool:
@@ -51,12 +53,13 @@ def check_problems(
         jobs: checks at once (threads, each waiting on its own child process, through `check_pool`); 1
             or more.
         store: a `Store`; results with a status in `FINDING_STATUSES` are recorded there
-            (`record_problem_check`) as they arrive.
+            (`record_problem_check`) as they arrive. A check that ran out of memory with no other
+            beside it (alone at the end, or with `jobs` 1) comes back "unchecked", reason "memory".
         on_result: called with (problem, result) as each result is final (a problem checked again
             alone reports only its second result).
         check: the function checking one problem; default `evaluator.runner.check_problem`, whose
-            result dict (status "ok", "flagged", "error" or "timeout", flags, message, seconds, ...)
-            is returned as it is.
+            result dict (status "ok", "flagged", "unchecked", "error" or "timeout", flags, findings,
+            message, seconds, ...) is returned as it is, but for a final out of memory (above).
 
     Raises:
         ValueError: `jobs` below 1.
@@ -74,6 +77,9 @@ def check_problems(
         return pool.run(EvalJob(p, "", settings, kind="check_problem"))
 
     def finish(i: int, result: dict[str, Any]) -> None:
+        if ran_out_of_memory(result):  # final (alone, or the only check): the machine's memory is too small
+            unchecked = {"reason": "memory", "message": result["message"]}
+            result = {**result, "status": "unchecked", "unchecked": unchecked}
         results[i] = result
         if store is not None and result.get("status") in FINDING_STATUSES:
             store.record_problem_check(result)

@@ -17,8 +17,13 @@ from typing import Any
 SCHEMA_VERSION = 1
 
 
-# What `kb-agent problems check` can find wrong with a reference (`evaluator.worker.check_problem`).
-CHECK_FLAGS = ("reference_fails", "nondeterministic", "nonfinite_output", "zeros_pass", "constant_pass")
+# What `kb-agent problems check` can find wrong with a reference (`evaluator.stages.problem_check`). The
+# flags judged at a tolerance come at the check's own, then with `_loose`: seen only at the looser
+# tolerance of another precision (fp16/bf16's 1e-2 while checking fp32).
+TOLERANCE_FLAGS = ("zeros_pass", "constant_pass", "input_independent", "mostly_zeros", "mostly_constant",
+                   "mostly_input_independent")  # fmt: skip
+CHECK_FLAGS = ("reference_fails", "nondeterministic", "state_carried", "nonfinite_output", *TOLERANCE_FLAGS,
+               *(f + "_loose" for f in TOLERANCE_FLAGS))  # fmt: skip
 
 
 class Status(str, Enum):

@@ -492,8 +492,9 @@ def check_problem(problem: Problem, settings: EvalSettings) -> dict:
     """Check one reference for degeneracy in an isolated child (see `evaluator.worker.check_problem`).
 
     Returns a dict: level, problem_id, name, device, precision, gpu_name, status ("ok", "flagged",
-    "error" or "timeout"), flags (a list of "reference_fails", "nondeterministic", "nonfinite_output",
-    "zeros_pass", "constant_pass"), the five findings, details and message.
+    "unchecked", "error" or "timeout"), flags (a list of `CHECK_FLAGS`), one entry per flag, findings
+    (flag, atol, rtol, fraction, threshold, precisions), measures (fractions per tolerance), unchecked
+    ({"reason", "message"} or None), details and message.
     """
     workdir = new_workdir("kb-check-")
     parts: dict = {}
@@ -512,6 +513,9 @@ def check_problem(problem: Problem, settings: EvalSettings) -> dict:
         status, message = "error", f"{child.forged} message(s) on the result channel were not the evaluator's"
     elif child.done is not None:
         status, message = child.done["status"], child.done["message"]
+    elif child.memory_stage is not None:  # read by agent.checks as out of memory: checked again alone
+        status, message = "error", (f"out of memory: the {child.memory_stage} stage used more than "
+                                    f"{settings.max_memory_gb:g} GiB of host memory and was killed")  # fmt: skip
     elif child.timed_out:
         limit = _stage_limits(settings.limits)[child.stage]
         status, message = "timeout", (f"the reference ran past the {child.stage} stage's {limit:g} s limit "
@@ -526,6 +530,7 @@ def check_problem(problem: Problem, settings: EvalSettings) -> dict:
             "device": settings.device, "precision": settings.precision, "gpu_name": hw.get("gpu_name"),
             "status": status, "message": message, "flags": found.get("flags", []),
             **{k: found.get(k) for k in CHECK_FLAGS},
+            **{k: found.get(k) for k in ("findings", "measures", "unchecked")},
             "details": found.get("details", []), "seconds": sum(stages.values())}  # fmt: skip
 
 

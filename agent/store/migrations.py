@@ -264,6 +264,41 @@ def m010_baselines(db: Database) -> None:
     )
 
 
+@migration
+def m011_problem_check_findings(db: Database) -> None:
+    """What `kb-agent problems check` measured beside its flags (issue 19). `problem_checks` gains `atol`
+    and `rtol` (the check's own tolerance), `unchecked_reason` (why a problem could not be checked here:
+    "package", "downloads", "memory", comma-joined; NULL when it was checked) and `measures` (JSON: per
+    tolerance judged, the shares of output elements near zero, near the constant, unchanged across
+    seeds). `problem_check_findings` holds one row per flag of a stored check: its tolerance (`atol`,
+    `rtol`; NULL for flags judged at none, and for checks stored before this migration), `fraction` (the
+    share of output elements it concerns, 0..1; NULL where none), `threshold` (the share it is compared
+    with) and `precisions` (JSON: the precisions evaluated at that tolerance). Rows already stored get
+    one finding per flag, without measurements."""
+    for col, tp in (("atol", float), ("rtol", float), ("unchecked_reason", str), ("measures", str)):
+        db["problem_checks"].add_column(col, tp)
+    db["problem_check_findings"].create(
+        {
+            "problem_key": str,
+            "gpu": str,
+            "precision": str,
+            "flag": str,
+            "atol": float,
+            "rtol": float,
+            "fraction": float,
+            "threshold": float,
+            "precisions": str,
+        },  # fmt: skip
+        pk=("problem_key", "gpu", "precision", "flag"),
+    )
+    for row in list(db.query("SELECT problem_key, gpu, precision, flags FROM problem_checks")):
+        for flag in json.loads(row["flags"] or "[]"):
+            db.execute(
+                "INSERT OR IGNORE INTO problem_check_findings (problem_key, gpu, precision, flag) VALUES (?, ?, ?, ?)",
+                [row["problem_key"], row["gpu"], row["precision"], flag],
+            )
+
+
 MIGRATIONS: tuple[Migration, ...] = tuple(_registered)
 
 

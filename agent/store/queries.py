@@ -475,20 +475,64 @@ class Store:
 
     def record_problem_check(self, check: dict[str, Any]) -> None:
         """Store one result of `evaluator.runner.check_problem` (replacing an earlier check of the same
-        problem on the same GPU and precision)."""
+        problem on the same GPU and precision), with one `problem_check_findings` row per finding (flag,
+        atol, rtol, fraction 0..1, threshold, precisions), in one transaction.
+
+        An `unchecked` result (status "unchecked": `check["unchecked"]` or `unchecked_reason` says why)
+        does not replace a stored finding ("ok" or "flagged") of the same reference source: that the
+        problem cannot be checked on one machine says nothing against what another measured."""
+        key, gpu, precision = check["key"], check.get("gpu_name") or "cpu", check["precision"]
+        unchecked = check.get("unchecked") or {}
+        if check["status"] == "unchecked":
+            old = self._one(
+                "SELECT status, code_sha256 FROM problem_checks WHERE problem_key = ? AND gpu = ? AND precision = ?",
+                (key, gpu, precision),
+            )
+            if old and old["status"] in ("ok", "flagged") and old["code_sha256"] == check.get("code_sha256"):
+                return
+        details = list(check.get("details") or [])
+        if unchecked.get("message"):
+            details.append(unchecked["message"])
         row = {
-            "problem_key": check["key"], "level": check["level"], "problem_id": check["problem_id"],
-            "name": check["name"], "gpu": check.get("gpu_name") or "cpu", "precision": check["precision"],
+            "problem_key": key, "level": check["level"], "problem_id": check["problem_id"],
+            "name": check["name"], "gpu": gpu, "precision": precision,
             "status": check["status"], "flags": json.dumps(check.get("flags") or []),
             "nondeterministic": int(bool(check.get("nondeterministic"))),
             "zeros_pass": int(bool(check.get("zeros_pass"))), "constant_pass": int(bool(check.get("constant_pass"))),
-            "reference_fails": check.get("reference_fails"), "details": json.dumps(check.get("details") or []),
+            "reference_fails": check.get("reference_fails"), "details": json.dumps(details),
             "checked": now(), "code_sha256": check.get("code_sha256"),
+            "atol": check.get("atol"), "rtol": check.get("rtol"),
+            "unchecked_reason": unchecked.get("reason") or check.get("unchecked_reason"),
+            "measures": json.dumps(check.get("measures") or []),
         }  # fmt: skip
-        self.db["problem_checks"].upsert(row, pk=("problem_key", "gpu", "precision"))
+        findings = check.get("findings")
+        if findings is None:  # a result without measurements: one finding per flag
+            findings = [{"flag": f} for f in check.get("flags") or []]
+        if row["atol"] is None:  # the check's own tolerance: the first measured, or the first finding's
+            own = (check.get("measures") or []) + [f for f in findings if f.get("atol") is not None]
+            if own:
+                row["atol"], row["rtol"] = own[0]["atol"], own[0]["rtol"]
+        pk = (key, gpu, precision)
+        with self.db.conn:
+            self.db.conn.execute(
+                f"INSERT OR REPLACE INTO problem_checks ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})",
+                list(row.values()),
+            )
+            self.db.conn.execute(
+                "DELETE FROM problem_check_findings WHERE problem_key = ? AND gpu = ? AND precision = ?", pk
+            )
+            self.db.conn.executemany(
+                "INSERT OR REPLACE INTO problem_check_findings (problem_key, gpu, precision, flag, atol, rtol, "
+                "fraction, threshold, precisions) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(*pk, f["flag"], f.get("atol"), f.get("rtol"), f.get("fraction"), f.get("threshold"),
+                  json.dumps(f.get("precisions") or [])) for f in findings],
+            )  # fmt: skip
 
     def problem_checks(self, gpu: str | None = None, precision: str | None = None) -> list[dict[str, Any]]:
-        """Stored problem checks, optionally for one GPU name and precision; `flags` decoded to a list."""
+        """Stored problem checks, optionally for one GPU name and precision, by level and problem id;
+        `flags`, `details` and `measures` decoded, and `findings`: the check's rows of
+        `problem_check_findings` (flag, atol, rtol, fraction, threshold, precisions decoded) in the
+        order of `flags`."""
         where, args = [], []
         for col, val in (("gpu", gpu), ("precision", precision)):
             if val is not None:
@@ -497,10 +541,18 @@ class Store:
         rows = self.db["problem_checks"].rows_where(
             " and ".join(where) or None, args, order_by="level, problem_id"
         )
-        return [
-            {**r, "flags": json.loads(r["flags"] or "[]"), "details": json.loads(r["details"] or "[]")}
-            for r in rows
-        ]
+        found: dict[tuple, list[dict[str, Any]]] = {}
+        for f in self.db.query("SELECT * FROM problem_check_findings"):
+            f["precisions"] = json.loads(f["precisions"] or "[]")
+            found.setdefault((f.pop("problem_key"), f.pop("gpu"), f.pop("precision")), []).append(f)
+        out = []
+        for r in rows:
+            flags = json.loads(r["flags"] or "[]")
+            findings = found.get((r["problem_key"], r["gpu"], r["precision"]), [])
+            findings.sort(key=lambda f: flags.index(f["flag"]) if f["flag"] in flags else len(flags))
+            out.append({**r, "flags": flags, "details": json.loads(r["details"] or "[]"),
+                        "measures": json.loads(r.get("measures") or "[]"), "findings": findings})  # fmt: skip
+        return out
 
     def turn_summaries(self, run_id: str) -> list[dict[str, Any]]:
         """Every turn of a run without the bulky columns (messages, response, code, JSON): trajectory_id,

@@ -67,13 +67,15 @@ def test_out_of_memory_beside_others_is_checked_again_alone_at_the_end():
     assert store.recorded.count(victim) == 1
 
 
-def test_alone_an_out_of_memory_is_a_result_and_is_not_stored():
+def test_alone_an_out_of_memory_is_unchecked_for_memory_and_stored():
     victim = TOY[1].key
     store = Recorder()
     check = OutOfMemoryBesideOthers(victim)
     out = check_problems(TOY, SETTINGS, jobs=1, store=store, check=check)
-    assert check.calls.count(victim) == 1 and ran_out_of_memory(out[1])
-    assert victim not in store.recorded  # an error must not replace a finding in the store
+    assert check.calls.count(victim) == 1 and not ran_out_of_memory(out[1])
+    assert out[1]["status"] == "unchecked" and out[1]["unchecked"]["reason"] == "memory"
+    # stored as the reason (the store keeps a finding of the same source over it: test_problem_check)
+    assert victim in store.recorded
 
 
 def test_jobs_below_one_is_refused():
