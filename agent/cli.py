@@ -347,6 +347,13 @@ def report_cmd(
     compile_mode: Annotated[
         str, typer.Option(help="The torch.compile baseline to compare with: default or max-autotune.")
     ] = "default",
+    exclude_degenerate: Annotated[
+        bool,
+        typer.Option(
+            "--exclude-degenerate",
+            help="Add fast_p without the problems `problems check` flagged degenerate.",
+        ),
+    ] = False,
 ) -> None:
     """fast_p per run with denominators, 95% intervals, level and GPU: per problem (best of its samples)
     and per trajectory, fast_p@k, against eager and torch.compile baselines; optionally by turn, by
@@ -359,7 +366,7 @@ def report_cmd(
     with Store(db, create=False) as store:
         rep = report.build_report(store, runs, by_turn=by_turn or plot is not None,
                                   by_budget=by_budget or plot is not None, resamples=bootstrap,
-                                  compile_mode=compile_mode)  # fmt: skip
+                                  compile_mode=compile_mode, exclude_degenerate=exclude_degenerate)  # fmt: skip
     if plot is not None:
         from kb_agent.agent.report.plots import write_plots
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from kb_agent.agent import metrics
 from kb_agent.agent.report.baselines import baseline_section
+from kb_agent.agent.report.degenerate import checks_section
 from kb_agent.agent.store import Store
 from kb_agent.problems.errors import KBAgentError
 
@@ -56,6 +57,7 @@ def run_section(
     resamples: int = metrics.BOOTSTRAP_RESAMPLES,
     seed: int = metrics.BOOTSTRAP_SEED,
     compile_mode: str = "default",
+    exclude_degenerate: bool = False,
 ) -> dict[str, Any]:
     """The report of one run (a row from `Store.get_run`).
 
@@ -82,7 +84,10 @@ def run_section(
     best counted speedup or None, for the distribution), `baselines` (`report.baselines.baseline_section`),
     `by_turn` (k = 1..K, when asked) and `by_budget` (budget -> [{"budget", "fast_p",
     "fast_p_kernelbench"}] against cumulative tokens, dollars and GPU-seconds, `metrics.BUDGETS`, when
-    asked).
+    asked). `problem_checks`: the stored `problems check` findings of the run's problems
+    (`report.degenerate.checks_section`); with `exclude_degenerate`, `excluding_degenerate` holds
+    {"excluded": the problems flagged degenerate, "problems": those left, "fast_p",
+    "fast_p_kernelbench"} over the problems left (None otherwise).
     """
     trajs = store.trajectories(run["id"])
     turns_of: dict[int, list[dict[str, Any]]] = defaultdict(list)
@@ -144,13 +149,19 @@ def run_section(
     for key in ("tokens_in", "tokens_out", "cost_usd", "gpu_s"):
         total = _sum([turn.get(key) for turn in all_turns])
         section[key] = {"total": total, "per_problem": _per(total, problems)}
-    checks = [c for c in store.problem_checks(run.get("gpu") or "cpu", run["precision"])
-              if c["problem_key"] in sources and (c.get("code_sha256") is None  # checked before m006
-                                                  or c["code_sha256"] == sources[c["problem_key"]])]  # fmt: skip
-    section["problem_checks"] = {
-        "checked": len(checks),
-        "flagged": [{"problem": c["problem_key"], "flags": c["flags"]} for c in checks if c["flags"]],
-    }
+    section["problem_checks"] = checks_section(store, run, sources)
+    section["excluding_degenerate"] = None
+    if exclude_degenerate:  # fast_p again over the problems no check flagged as degenerate
+        out = set(section["problem_checks"]["degenerate"])
+        kept = {k: ts for k, ts in groups.items() if k not in out}
+        kept_turns = [turn for ts in kept.values() for t in ts for turn in turns_of[t["id"]]]
+        figures = _both_rules([[turns_of[t["id"]] for t in ts] for ts in kept.values()], kept_turns, boot)
+        section["excluding_degenerate"] = {
+            "excluded": sorted(out),
+            "problems": len(kept),
+            "fast_p": figures["fast_p"],
+            "fast_p_kernelbench": figures["fast_p_kernelbench"],
+        }
     section["outcomes"] = dict(Counter(t["outcome"] or "unfinished" for t in attempted).most_common())
     section["statuses"] = dict(Counter(turn["status"] or "pending" for turn in all_turns).most_common())
     return section
@@ -254,6 +265,7 @@ def build_report(
     resamples: int = metrics.BOOTSTRAP_RESAMPLES,
     seed: int = metrics.BOOTSTRAP_SEED,
     compile_mode: str = "default",
+    exclude_degenerate: bool = False,
 ) -> dict[str, Any]:
     """Best-of-trajectory fast_p for one or more runs, each in its own section.
 
@@ -264,6 +276,8 @@ def build_report(
         by_budget: add, per run, fast_p against cumulative tokens, dollars and GPU-seconds.
         resamples, seed: the bootstrap intervals (resampling problems; 0 resamples: no intervals).
         compile_mode: which torch.compile baseline to compare with (`default` or `max-autotune`).
+        exclude_degenerate: add, per run, fast_p over the problems that `problems check` did not flag
+            as degenerate, beside the figures over all of them.
 
     Returns:
         {"p_values": [...], "runs": [section, ...]}; see `run_section` for a section's fields.
@@ -288,7 +302,8 @@ def build_report(
             raise ReportError(
                 f"runs with different {label}s cannot be reported together ({which}); report them one at a time"
             )
-    kw = dict(by_budget=by_budget, resamples=resamples, seed=seed, compile_mode=compile_mode)
+    kw = dict(by_budget=by_budget, resamples=resamples, seed=seed, compile_mode=compile_mode,
+              exclude_degenerate=exclude_degenerate)  # fmt: skip
     return {"p_values": list(metrics.P_VALUES), "runs": [run_section(store, r, by_turn, **kw) for r in runs]}
 
 

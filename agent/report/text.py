@@ -300,12 +300,9 @@ def costs_and_counts(s: dict[str, Any]) -> list[str]:
 
 
 def _checks_line(s: dict[str, Any]) -> str:
-    pc = s.get("problem_checks") or {"checked": 0, "flagged": []}
-    flagged = "; ".join(f"{f['problem']} {', '.join(f['flags'])}" for f in pc["flagged"]) or "none flagged"
-    return (
-        f"degenerate problems (`kb-agent problems check`, {pc['checked']} of {s['problems']} checked on this "
-        f"GPU and precision): {flagged}"
-    )
+    from kb_agent.agent.report.degenerate import checks_line
+
+    return checks_line(s)
 
 
 def by_turn_rows(s: dict[str, Any], rules: str) -> tuple[list[str], list[list[str]]]:
@@ -338,6 +335,10 @@ def section_blocks(s: dict[str, Any], per_problem: bool = False) -> list[tuple[s
 
     out: list[tuple[str, Any]] = [("lines", section_header(s))]
     out.append(("table", (fast_p_title(s), *fast_p_rows(s))))
+    if s.get("excluding_degenerate"):
+        from kb_agent.agent.report.degenerate import excluded_title
+
+        out.append(("table", (excluded_title(s), *fast_p_rows(s["excluding_degenerate"]))))
     if s.get("per_trajectory"):
         out.append(("table", (PER_TRAJECTORY_TITLE, *fast_p_rows(s["per_trajectory"]))))
     if s.get("fast_p_at_k"):
