@@ -251,9 +251,10 @@ def problems_check(
     db: DbOpt = DEFAULT_DB,
     dataset: DatasetOpt = None,
 ) -> None:
-    """Flag degenerate references: nondeterministic, with NaN in their output, passed by a zero or
-    constant output at the tolerance, or failing under the evaluator's input handling. Results are
-    stored for `report`."""
+    """Flag degenerate references: nondeterministic, carrying state between calls, with NaN in their
+    output, passed (wholly or mostly) by a zero, constant or cached output at this precision's tolerance
+    or only at a looser one (`_loose`), or failing under the evaluator's input handling; a problem that
+    cannot be checked here is `unchecked` with the reason. Results are stored for `report`."""
     import json
 
     from kb_agent.agent.checks import check_problems
