@@ -118,7 +118,7 @@ def test_every_file_of_the_folder_has_its_expectation():
     assert sorted(p.stem for p in DEGENERATE.glob("*.py")) == sorted(EXPECTED)
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("name", [n if n in ("3_mostly_zeros", "7_missing_package") else pytest.param(n, marks=SLOW) for n in sorted(EXPECTED)])  # fmt: skip
 def test_each_class_is_flagged_through_the_real_child(name):
     status, flags, reason = EXPECTED[name]
     c = check_problem(resolve_one(str(DEGENERATE / f"{name}.py")), EvalSettings(device="cpu"))
