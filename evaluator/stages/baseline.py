@@ -63,7 +63,9 @@ def run(ev, compile_mode: str = "default") -> None:
         method, settings, time_fn = _timer(ev)
         found["method"], found["settings"] = method, settings
         found["eager"] = dataclasses.asdict(timing.stats(time_fn(model, ev.clone(inputs))))
-        chan.send("baseline", baseline=found)  # the eager figure stands if torch.compile then runs out of time
+        chan.send(
+            "baseline", baseline=found
+        )  # the eager figure stands if torch.compile then runs out of time
     except BaseException as e:  # noqa: BLE001
         what = "out of memory (other jobs on this device?)" if is_oom(e) else "the reference failed"
         chan.send("baseline", baseline=found)
