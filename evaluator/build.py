@@ -47,9 +47,10 @@ _TOOL_RE = re.compile(
     r"^(?:\S*/)?(?P<tool>nvcc|ptxas|cicc|nvlink|fatbinary|cudafe\+\+|nvdisasm)\b[^:]*?(?:fatal|error)\s*:\s*(?P<msg>.*)$"
 )
 # the host compiler's driver and the linker: `c++: error: unrecognized command-line option ...`,
-# `cc1plus: fatal error: ...`, `collect2: error: ld returned 1 exit status`
+# `cc1plus: fatal error: ...`, `collect2: error: ld returned 1 exit status`; a wrapper's name too
+# (`g++-12`, `g++-real`: the H200 image's g++ is a wrapper around `g++-real`)
 _DRIVER_RE = re.compile(
-    r"^(?:\S*/)?(?P<tool>(?:[\w.-]+-)?(?:c\+\+|g\+\+|gcc|cc|cc1plus|cc1|clang\+\+|clang|collect2)(?:-\d+)?):\s*"
+    r"^(?:\S*/)?(?P<tool>(?:[\w.-]+-)?(?:c\+\+|g\+\+|gcc|cc|cc1plus|cc1|clang\+\+|clang|collect2)(?:-[\w.]+)?):\s*"
     r"(?:fatal\s+)?error:\s*(?P<msg>.*)$"
 )
 _LD_RE = re.compile(r"^(?:\S*/)?(?P<tool>ld(?:\.\w+)?|lld|mold):\s*(?P<msg>.*)$")
@@ -63,7 +64,7 @@ _NOISE_RE = re.compile(
 )
 _PROGRESS_RE = re.compile(r"^\[\d+/\d+\]\s")
 _COMPILER_RE = re.compile(
-    r"^(?:\S*/)?(?:ccache\s+)?(?:[\w.-]+-)?(?:nvcc|c\+\+|g\+\+|gcc|cc|clang\+\+|clang|ld|hipcc)(?:-\d+)?\s"
+    r"^(?:\S*/)?(?:ccache\s+)?(?:[\w.-]+-)?(?:nvcc|c\+\+|g\+\+|gcc|cc|clang\+\+|clang|ld|hipcc)(?:-[\w.]+)?\s"
 )
 _TORCH_PREFIX_RE = re.compile(r"^Error building extension '[^']*'(?::\s*)?")
 _QUOTED_RE = re.compile(r"'([^'\s]+)'|‘([^’\s]+)’|\"([^\"\s]+)\"|`([^'\s]+)'")

@@ -376,3 +376,18 @@ def test_flags_passed_positionally_are_found_by_name(tmp_path):
     flags = wrapper._flags((None, ["relu"], ["-O3", "-fbad"]), {"extra_cuda_cflags": ["-arch=sm_70"]})
     assert flags["extra_cflags"] == ["-O3", "-fbad"] and flags["extra_cuda_cflags"] == ["-arch=sm_70"]
     assert wrapper._flags((), {"no_such_argument": 1}) == {"no_such_argument": 1}  # load_inline will say
+
+
+def test_a_wrapped_compiler_drivers_error_names_the_candidates_flag():
+    # the H200 image's g++ is a wrapper that runs `g++-real`, which names itself in its errors (seen there)
+    log = (
+        "Error building extension 'relu_ext': [1/2] c++ -MMD -MF main.o.d -fno-such-flag -c main.cpp -o main.o\n"
+        "FAILED: main.o\n"
+        "c++ -MMD -MF main.o.d -fno-such-flag -c main.cpp -o main.o\n"
+        "g++-real: error: unrecognized command-line option ‘-fno-such-flag’; did you mean ‘-fno-mudflap’?\n"
+        "ninja: build stopped: subcommand failed.\n"
+    )
+    errors = parse_compiler_errors(log, None, {"extra_cflags": ["-fno-such-flag"]}, "9.0")
+    assert len(errors) == 1 and errors[0].startswith("g++-real: error: unrecognized command-line option")
+    assert "-fno-such-flag, which the candidate passed in extra_cflags" in errors[0]
+    assert no_command_lines(errors)
