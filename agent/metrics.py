@@ -576,7 +576,27 @@ def status_by_turn(
     return out
 
 
+# ---------------------------------------------------------------- the tree: what a trajectory used
+
+
+def usage(turns: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """What one trajectory used, counted over its whole tree of turns (every node of a best-of-n, beam
+    or tree search; `Store.turn_summaries` rows): `turns` (nodes), `model_calls` (nodes this run asked
+    the model for: a fork's copied turns are not), `evaluations` (nodes this run evaluated), `copied`
+    (turns a fork copied) and `depth` (the longest conversation, in turns). A row without `model_call` /
+    `evaluation` columns counts as a call when it has a status, and as an evaluation when it has code."""
+    turns = list(turns)
+    copied = sum(1 for t in turns if t.get("copied_from") is not None)
+    calls = sum(
+        int(t["model_call"]) if "model_call" in t else int(t.get("status") is not None) for t in turns
+    )
+    evals = sum(int(t["evaluation"]) if "evaluation" in t else int(bool(t.get("has_code"))) for t in turns)
+    depth = max((t.get("depth") or t["idx"] for t in turns), default=0)
+    return {"turns": len(turns), "model_calls": calls, "evaluations": evals, "copied": copied, "depth": depth}
+
+
 __all__ = [
+    "usage",
     "BOOTSTRAP_RESAMPLES",
     "BOOTSTRAP_SEED",
     "BUDGETS",

@@ -87,7 +87,9 @@ def run_section(
     asked). `problem_checks`: the stored `problems check` findings of the run's problems
     (`report.degenerate.checks_section`); with `exclude_degenerate`, `excluding_degenerate` holds
     {"excluded": the problems flagged degenerate, "problems": those left, "fast_p",
-    "fast_p_kernelbench"} over the problems left (None otherwise).
+    "fast_p_kernelbench"} over the problems left (None otherwise). `usage`: {"total": model calls,
+    evaluations, turns and copied turns summed, "per_trajectory": one `metrics.usage` row per
+    trajectory with its problem and sample}, counted over each trajectory's tree of turns.
     """
     trajs = store.trajectories(run["id"])
     turns_of: dict[int, list[dict[str, Any]]] = defaultdict(list)
@@ -162,9 +164,19 @@ def run_section(
             "fast_p": figures["fast_p"],
             "fast_p_kernelbench": figures["fast_p_kernelbench"],
         }
+    section["usage"] = _usage(attempted, turns_of)
     section["outcomes"] = dict(Counter(t["outcome"] or "unfinished" for t in attempted).most_common())
     section["statuses"] = dict(Counter(turn["status"] or "pending" for turn in all_turns).most_common())
     return section
+
+
+def _usage(trajs: list[dict[str, Any]], turns_of: dict[int, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Model calls and evaluations: the run's totals and, per trajectory (problem, sample), what
+    `metrics.usage` counts over its tree of turns."""
+    rows = [{"problem": t["problem_key"], "sample": t["sample"], **metrics.usage(turns_of[t["id"]])}
+            for t in trajs]  # fmt: skip
+    keys = ("turns", "model_calls", "evaluations", "copied")
+    return {"total": {k: sum(r[k] for r in rows) for k in keys}, "per_trajectory": rows}
 
 
 def _both_rules(

@@ -293,10 +293,30 @@ def costs_and_counts(s: dict[str, Any]) -> list[str]:
         f"cost: {fmt_num(cost['total'], True)} total, {fmt_num(cost['per_problem'], True)} per problem;"
         f"  GPU-seconds (correctness and timing stages): {fmt_num(gpu.get('total'))} total, "
         f"{fmt_num(gpu.get('per_problem'))} per problem",
+        usage_line(s),
         f"outcomes: {counts(s['outcomes'])}",
         f"turn statuses: {counts(s['statuses'])}",
         _checks_line(s),
     ]
+
+
+def usage_line(s: dict[str, Any]) -> str:
+    """Model calls and evaluations, in total and per trajectory (each trajectory's tree of turns)."""
+    u = s.get("usage")
+    if not u:
+        return "model calls: none"
+    rows = u["per_trajectory"]
+    spread = lambda k: f"{min(r[k] for r in rows)}-{max(r[k] for r in rows)}" if rows else "0"  # noqa: E731
+    copied = f", {u['total']['copied']} turns copied by a fork" if u["total"]["copied"] else ""
+    return (f"model calls: {u['total']['model_calls']} (each trajectory {spread('model_calls')}); "
+            f"evaluations: {u['total']['evaluations']} (each trajectory {spread('evaluations')}){copied}")  # fmt: skip
+
+
+def usage_rows(s: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    headers = ["problem", "sample", "turns", "model calls", "evaluations", "copied", "depth"]
+    rows = [[r["problem"], str(r["sample"]), str(r["turns"]), str(r["model_calls"]), str(r["evaluations"]),
+             str(r["copied"]), str(r["depth"])] for r in (s.get("usage") or {}).get("per_trajectory", [])]  # fmt: skip
+    return headers, rows
 
 
 def _checks_line(s: dict[str, Any]) -> str:
@@ -361,6 +381,9 @@ def section_blocks(s: dict[str, Any], per_problem: bool = False) -> list[tuple[s
                                   *budget_rows(s, budget))))  # fmt: skip
     if per_problem:
         out.append(("table", ("per problem", *problems_rows(s))))
+        out.append(
+            ("table", ("model calls and evaluations, each trajectory (its tree of turns)", *usage_rows(s)))
+        )
     out.append(("lines", costs_and_counts(s)))
     return out
 

@@ -299,6 +299,23 @@ def m011_problem_check_findings(db: Database) -> None:
             )
 
 
+@migration
+def m012_turn_tree(db: Database) -> None:
+    """A trajectory is a tree of turns (issue 16: best-of-n, beam and tree search store every node).
+    `turns.parent_id`: the turn whose reply and feedback this turn's prompt continues (NULL: a root,
+    asked from the task prompt alone); `turns.depth`: its place in that conversation (1 for a root);
+    `turns.copied_from`: the source turn of a turn a fork copied (no model call, no evaluation here).
+    `idx` stays the trajectory's node number in the order nodes were made, so "up to turn k" counts the
+    first k nodes of the tree. Old rows are linear chains: the parent is the previous turn, depth = idx."""
+    db["turns"].add_column("parent_id", int)
+    db["turns"].add_column("depth", int)
+    db["turns"].add_column("copied_from", int)
+    db.execute(
+        "UPDATE turns SET depth = idx, parent_id = (SELECT p.id FROM turns p "
+        "WHERE p.trajectory_id = turns.trajectory_id AND p.idx = turns.idx - 1)"
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = tuple(_registered)
 
 

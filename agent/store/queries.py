@@ -333,9 +333,16 @@ class Store:
 
     # -- turns
 
-    def start_turn(self, traj_id: int, idx: int, messages: list[dict[str, Any]]) -> int:
+    def start_turn(
+        self, traj_id: int, idx: int, messages: list[dict[str, Any]], *, parent_idx: int | None = None
+    ) -> int:
         """Record turn `idx` (1-based) with the messages about to be sent, before the model is called;
         return the turn id.
+
+        A trajectory is a tree of turns: `parent_idx` is the index of the turn this one continues (its
+        reply and feedback end the messages), 0 for a root asked from the task prompt alone, None for a
+        linear chain's default (the previous turn, `idx - 1`). `parent_id` and `depth` (1 for a root)
+        are stored from it.
 
         If the row exists without a response (the process died while waiting for the model), it is
         re-used: the messages and `created` are replaced and the same id is returned.
@@ -353,12 +360,60 @@ class Store:
                 raise StoreError(
                     f"turn {idx} of trajectory {traj_id} already has a response; evaluate it instead of asking again"
                 )
-            self._update("turns", existing["id"], {"messages": dumps(messages), "created": now()})
+            self._update("turns", existing["id"], {"messages": dumps(messages), "created": now(),
+                                                    **self._parent_columns(traj_id, idx, parent_idx)})  # fmt: skip
             return int(existing["id"])
         table = self.db["turns"].insert(
-            {"trajectory_id": traj_id, "idx": idx, "messages": dumps(messages), "created": now()}
+            {
+                "trajectory_id": traj_id,
+                "idx": idx,
+                "messages": dumps(messages),
+                "created": now(),
+                **self._parent_columns(traj_id, idx, parent_idx),
+            }  # fmt: skip
         )
         return int(table.last_pk)
+
+    def _parent_columns(self, traj_id: int, idx: int, parent_idx: int | None) -> dict[str, Any]:
+        parent_idx = idx - 1 if parent_idx is None else parent_idx
+        if parent_idx == 0:
+            return {"parent_id": None, "depth": 1}
+        if not 0 < parent_idx < idx:
+            raise ValueError(f"turn {idx}'s parent must be an earlier turn, not {parent_idx}")
+        parent = self._one(
+            "SELECT id, depth FROM turns WHERE trajectory_id = ? AND idx = ?", (traj_id, parent_idx)
+        )
+        if parent is None:
+            raise StoreError(f"trajectory {traj_id} has no turn {parent_idx} to continue from")
+        return {"parent_id": parent["id"], "depth": (parent["depth"] or parent_idx) + 1}
+
+    def copy_turns(self, source_traj_id: int, traj_id: int, last_idx: int) -> int:
+        """Copy turns 1..`last_idx` of trajectory `source_traj_id` into `traj_id` exactly (messages,
+        reply, evaluation, feedback, tokens, cost), each with `copied_from` = its source turn and its
+        parent mapped to the copy; one transaction. Return how many were copied. A fork's prefix.
+
+        Raises:
+            StoreError: `traj_id` already has turns.
+        """
+        if self._one("SELECT id FROM turns WHERE trajectory_id = ? LIMIT 1", (traj_id,)) is not None:
+            raise StoreError(f"trajectory {traj_id} already has turns; a fork copies into an empty one")
+        rows = list(
+            self.db.query(
+                "SELECT * FROM turns WHERE trajectory_id = ? AND idx <= ? ORDER BY idx",
+                (source_traj_id, last_idx),
+            )
+        )
+        ids: dict[int, int] = {}
+        with self.db.conn:
+            for r in rows:
+                src = r.pop("id")
+                r.update(trajectory_id=traj_id, copied_from=src, parent_id=ids.get(r["parent_id"]))
+                cur = self.db.conn.execute(
+                    f"INSERT INTO turns ({', '.join(r)}) VALUES ({', '.join('?' for _ in r)})",
+                    list(r.values()),
+                )
+                ids[src] = int(cur.lastrowid)
+        return len(rows)
 
     def record_response(
         self,
@@ -559,8 +614,10 @@ class Store:
         idx, status, correct, speedup, retimed_speedup, retimed_repro_speedup, retimed_status,
         parity_status, failed_checks (a list, decoded; None when strict mode did not run), library_share,
         runtime_ms, ref_runtime_ms, tokens_in, tokens_out, cost_usd, latency_s, has_code, gpu_s (wall
-        seconds of the evaluation's GPU_STAGES, None when the turn was not evaluated); ordered by
-        trajectory then index. What reports and tables need."""
+        seconds of the evaluation's GPU_STAGES, None when the turn was not evaluated), the tree's depth,
+        parent_idx (None for a root) and copied_from, model_call (1: this run asked the model for it) and
+        evaluation (1: this run evaluated it; a fork's copied turns are neither); ordered by trajectory
+        then index. What reports and tables need."""
         gpu_s = " + ".join(f"COALESCE(json_extract(turns.eval_json, '$.stages.{s}'), 0)" for s in GPU_STAGES)
         sql = f"""
             SELECT turns.trajectory_id, turns.idx, turns.status, turns.correct, turns.speedup,
@@ -568,6 +625,11 @@ class Store:
                    turns.parity_status, turns.failed_checks, turns.library_share,
                    turns.runtime_ms, turns.ref_runtime_ms, turns.tokens_in, turns.tokens_out,
                    turns.cost_usd, turns.latency_s, turns.code IS NOT NULL AS has_code,
+                   turns.depth, turns.copied_from,
+                   (SELECT p.idx FROM turns p WHERE p.id = turns.parent_id) AS parent_idx,
+                   turns.copied_from IS NULL AND (turns.response IS NOT NULL
+                       OR turns.status = 'model_error') AS model_call,
+                   turns.copied_from IS NULL AND turns.eval_json IS NOT NULL AS evaluation,
                    CASE WHEN turns.eval_json IS NULL THEN NULL ELSE {gpu_s} END AS gpu_s
             FROM turns JOIN trajectories t ON t.id = turns.trajectory_id
             WHERE t.run_id = ? ORDER BY turns.trajectory_id, turns.idx
