@@ -81,15 +81,42 @@ def run(ev) -> None:
 
 def poison_free_memory(ev) -> None:
     """Fill the CUDA caching allocator's free blocks with NaN, so memory a candidate gets back from it
-    holds no earlier result (the reference's output in particular)."""
+    holds no earlier result (the reference's output in particular).
+
+    Each free block of the current device is taken by an allocation of its own size, largest first (the
+    allocator hands out the best-fitting cached block, so that is the block itself), filled, and all are
+    given back. One allocation of the whole free total (as before) fits no single block when the cache
+    is fragmented: the allocator then asked the driver for a new segment of that size, poisoned none of
+    the cached blocks, and on a GPU shared with other jobs ran out of memory (seen on the H200: 'Tried to
+    allocate 6.77 GiB' failed an honest candidate's evaluation). The evaluator's own poisoning never ends
+    an evaluation: a block it cannot take is recorded in `strict_info["poison_skipped_bytes"]`.
+    """
     torch = ev.torch
     if ev.device.type != "cuda":
         return
-    free = torch.cuda.memory_reserved(ev.device) - torch.cuda.memory_allocated(ev.device)
-    if free > 0:
-        filler = torch.empty(free // 4, dtype=torch.float32, device=ev.device)
+    index = ev.device.index if ev.device.index is not None else torch.cuda.current_device()
+    try:
+        sizes = sorted(
+            (b["size"] for seg in torch.cuda.memory_snapshot() if seg.get("device") == index
+             for b in seg.get("blocks", ()) if b.get("state") == "inactive" and b.get("size", 0) >= 4),
+            reverse=True,
+        )  # fmt: skip
+    except Exception:  # noqa: BLE001 - no snapshot: poison what one allocation of the free total reaches
+        sizes = [torch.cuda.memory_reserved(ev.device) - torch.cuda.memory_allocated(ev.device)]
+    fillers, skipped = [], 0
+    for size in sizes:
+        if size < 4:
+            continue
+        try:
+            filler = torch.empty(size // 4, dtype=torch.float32, device=ev.device)
+        except torch.OutOfMemoryError:
+            skipped += size
+            continue
         filler.fill_(float("nan"))
-        del filler
+        fillers.append(filler)
+    del fillers
+    if skipped:
+        ev.strict_info["poison_skipped_bytes"] = ev.strict_info.get("poison_skipped_bytes", 0) + skipped
     ev.sync()
 
 
