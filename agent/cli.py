@@ -641,7 +641,10 @@ def solve_cmd(
             show_default=False,
         ),
     ] = None,
-    turns: Annotated[int, typer.Option(min=1, help="K: turns (model calls) per trajectory.")] = 5,
+    turns: Annotated[
+        int,
+        typer.Option(min=1, help="K: turns per trajectory (rounds for best-of-n and beam, steps for tree)."),
+    ] = 5,
     api_base: Annotated[
         str | None,
         typer.Option(help="Base URL of an OpenAI-compatible server.", show_default="the provider's"),
@@ -724,6 +727,13 @@ def solve_cmd(
             show_default="twice the slots, at most the trajectories",
         ),
     ] = None,
+    strategy: Annotated[
+        str, typer.Option(help="linear, best-of-n (--n), beam (--width, --branch) or tree (--seed).")
+    ] = "linear",
+    n: Annotated[int, typer.Option("--n", min=1, help="best-of-n: completions per turn.")] = 4,
+    width: Annotated[int, typer.Option(min=1, help="beam: kernels kept after each round.")] = 2,
+    branch: Annotated[int, typer.Option(min=1, help="beam: children of each kept kernel per round.")] = 2,
+    seed: Annotated[int, typer.Option(help="tree: seeds the draw of the kernel each step refines.")] = 0,
     db: DbOpt = DEFAULT_DB,
     dataset: DatasetOpt = None,
 ) -> None:
@@ -750,7 +760,8 @@ def solve_cmd(
                                  backend=backend or ("triton" if device == "cpu" else "cuda"),
                                  strict=strict, sandbox=sandbox, retime_best=retime, stage_limits=stage_limits,
                                  token_budget=token_budget, cost_budget_usd=cost_budget, run_name=run_name,
-                                 feedback=feedback)  # fmt: skip
+                                 feedback=feedback, strategy=strategy, n=n, width=width, branch=branch,
+                                 seed=seed)  # fmt: skip
             llm = LLMConfig(model=model, api_base=api_base, temperature=temperature, max_tokens=max_tokens,
                             reasoning_effort=reasoning_effort, rpm=rpm, tpm=tpm)  # fmt: skip
         except ValueError as e:

@@ -56,6 +56,8 @@ from kb_agent.problems import Problem
 log = logging.getLogger(__name__)
 
 CONTEXTS = ("full", "last")
+STRATEGIES = ("linear", "best-of-n", "beam", "tree")
+"""`linear` is this module's loop; the others live in `agent.strategies`, beside it."""
 BACKENDS = ("cuda", "triton")
 
 
@@ -100,6 +102,17 @@ class SolveConfig:
     feedback: str = "standard"
     """The feedback recipe: "minimal", "standard", "full" or a comma list of components
     (`agent.feedback.parse_recipe`), so an ablation of the feedback is one setting."""
+    strategy: str = "linear"
+    """How a trajectory searches (STRATEGIES): "linear" (one chain of `turns` turns), "best-of-n" (`turns`
+    rounds of `n` completions), "beam" (`turns` rounds of `width` x `branch`) or "tree" (`turns` steps)."""
+    n: int = 4
+    """best-of-n: completions per turn."""
+    width: int = 2
+    """beam: the kernels kept after each round."""
+    branch: int = 2
+    """beam: children of each kept kernel per round."""
+    seed: int = 0
+    """tree: seeds the draw of the kernel each step refines (with the problem and the sample)."""
 
     def __post_init__(self) -> None:
         if self.turns < 1:
@@ -108,10 +121,20 @@ class SolveConfig:
             raise ValueError(f"samples must be 1 or more, got {self.samples}")
         if self.context not in CONTEXTS:
             raise ValueError(f"unknown context {self.context!r}; choose one of {', '.join(CONTEXTS)}")
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {self.strategy!r}; choose one of {', '.join(STRATEGIES)}")
+        for name in ("n", "width", "branch"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be 1 or more, got {getattr(self, name)}")
         if self.backend not in BACKENDS:
             raise ValueError(f"unknown backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
         self.eval_settings()  # precision, device and stage limits: ValueError now, not at the first turn
         parse_recipe(self.feedback)
+
+    def model_calls(self) -> int:
+        """The most model calls one trajectory makes under this strategy (`turns` for linear and tree)."""
+        per_turn = {"best-of-n": self.n, "beam": self.width * self.branch}.get(self.strategy, 1)
+        return self.turns * per_turn
 
     def eval_settings(self) -> EvalSettings:
         """The evaluator settings this config implies (backend, device, precision, strict, sandbox,
@@ -287,7 +310,7 @@ def _run(ctx: _Run, todo: Todo, jobs: int = 1) -> None:
     status = "failed"
     try:
         if ctx.on_start is not None:
-            ctx.on_start(len(todo), ctx.config.turns)
+            ctx.on_start(len(todo), ctx.config.model_calls())
         if jobs == 1 or len(todo) <= 1:
             for traj_id, problem, sample in todo:
                 run_trajectory(ctx, traj_id, problem, sample)
@@ -388,7 +411,7 @@ def run_trajectory(ctx: _Run, traj_id: int, problem: Problem, sample: int) -> st
     """Run (or continue) one trajectory and return its outcome, which is stored whatever happens."""
     outcome = "error"
     try:
-        outcome = _turns(ctx, traj_id, problem, sample)
+        outcome = _strategy(ctx.config.strategy)(ctx, traj_id, problem, sample)
         _retime_best(ctx, traj_id, problem)
     except _Stopped:
         outcome = "interrupted"
@@ -405,6 +428,16 @@ def run_trajectory(ctx: _Run, traj_id: int, problem: Problem, sample: int) -> st
             with ctx.lock:
                 ctx.on_trajectory(TrajectoryEnd(ctx.run_id, traj_id, problem.key, sample, outcome))
     return outcome
+
+
+def _strategy(name: str) -> Callable[[_Run, int, Problem, int], str]:
+    """The function that runs one trajectory: `_turns` below for "linear", else `agent.strategies`
+    (imported here, since those build on this module)."""
+    if name == "linear":
+        return _turns
+    from kb_agent.agent.strategies import STRATEGIES as SEARCHES
+
+    return SEARCHES[name]
 
 
 def _retime_best(ctx: _Run, traj_id: int, problem: Problem) -> None:
@@ -583,6 +616,7 @@ __all__ = [
     "OnStart",
     "OnTrajectory",
     "OnTurn",
+    "STRATEGIES",
     "SolveConfig",
     "TrajectoryEnd",
     "TurnEvent",
