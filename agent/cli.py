@@ -355,6 +355,14 @@ def report_cmd(
             help="Add fast_p without the problems `problems check` flagged degenerate.",
         ),
     ] = False,
+    paired: Annotated[
+        bool,
+        typer.Option(
+            "--paired",
+            help="Compare two runs problem by problem: the fast_p difference with a bootstrap interval "
+            "and a sign test.",
+        ),
+    ] = False,
 ) -> None:
     """fast_p per run with denominators, 95% intervals, level and GPU: per problem (best of its samples)
     and per trajectory, fast_p@k, against eager and torch.compile baselines; optionally by turn, by
@@ -364,6 +372,15 @@ def report_cmd(
     from kb_agent.agent import report
     from kb_agent.agent.store import Store
 
+    if paired:
+        from kb_agent.agent.report.paired import paired_report, render_paired_text
+
+        if not runs or len(runs) != 2:
+            raise UsageError("--paired compares two runs: kb-agent report RUN_A RUN_B --paired")
+        with Store(db, create=False) as store:
+            r = paired_report(store, runs[0], runs[1], resamples=bootstrap)
+        sys.stdout.write(json.dumps(r, indent=2) + "\n" if as_json else render_paired_text(r))
+        return
     with Store(db, create=False) as store:
         rep = report.build_report(store, runs, by_turn=by_turn or plot is not None,
                                   by_budget=by_budget or plot is not None, resamples=bootstrap,
@@ -747,7 +764,6 @@ def solve_cmd(
     from kb_agent.agent import job
     from kb_agent.agent.llm import LLMConfig
     from kb_agent.agent.loop import SolveConfig
-    from kb_agent.agent.progress import TurnPrinter
 
     if resume_run:
         _refuse_beside_resume(ctx)
@@ -768,6 +784,58 @@ def solve_cmd(
             raise UsageError(str(e)) from None
         run = partial(job.start, problem, config, llm, dataset=dataset, store=db, jobs=jobs)
     # Ctrl-C or a plain `kill` ends the run cleanly: the trajectory in flight is recorded as interrupted
+    _run_and_report(run, db)
+
+
+@app.command("fork", cls=_Command)
+def fork_cmd(
+    run: Annotated[str, typer.Argument(help="The run to fork (id or name); a linear one.")],
+    turn: Annotated[
+        int,
+        typer.Option(
+            "--turn", min=1, help="K: turns 1..K-1 are copied, turn K on runs with the new settings."
+        ),
+    ],
+    model: Annotated[
+        str | None, typer.Option(help="Another model from turn K.", show_default="the run's")
+    ] = None,
+    feedback: Annotated[
+        str | None, typer.Option(help="Another feedback recipe from turn K.", show_default="the run's")
+    ] = None,
+    temperature: Annotated[
+        float | None, typer.Option(min=0, max=2, help="Another temperature.", show_default="the run's")
+    ] = None,
+    context: Annotated[
+        str | None,
+        typer.Option(help="Another context policy: full, last or summary.", show_default="the run's"),
+    ] = None,
+    run_name: Annotated[
+        str | None,
+        typer.Option(help="A unique name for the new run.", show_default="from the model and the time"),
+    ] = None,
+    api_base: Annotated[
+        str | None, typer.Option(help="Base URL of an OpenAI-compatible server.", show_default="the run's")
+    ] = None,
+    jobs: Annotated[int | None, typer.Option(min=1, help="Trajectories in flight at once.")] = None,
+    db: DbOpt = DEFAULT_DB,
+) -> None:
+    """A new run whose trajectories copy turns 1..K-1 of RUN exactly (no model call, no evaluation) and
+    continue from turn K with the settings given; `solve --resume NEW` continues it if it stops. Exit
+    codes as solve's."""
+    from functools import partial
+
+    from kb_agent.agent import job
+
+    run_fork = partial(job.fork, run, turn, model=model, feedback=feedback, temperature=temperature,
+                       context=context, run_name=run_name, store=db, api_base=api_base, jobs=jobs)  # fmt: skip
+    _run_and_report(run_fork, db)
+
+
+def _run_and_report(run: Any, db: Path) -> None:
+    """Run `run` (a partial of `job.start`, `job.resume_run` or `job.fork`) with progress; exit as solve says."""
+    from kb_agent.agent import job
+    from kb_agent.agent.progress import TurnPrinter
+
     hint = "; `kb-agent runs list` shows the run, `kb-agent solve --resume RUN` continues it"
     with _interruptible(hint), TurnPrinter(out) as printer:
         run_id = run(on_turn=printer, on_start=printer.start, on_trajectory=printer.trajectory_done,

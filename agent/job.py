@@ -8,6 +8,7 @@ a run needs, then start the run or resume a stopped one.
     run_id = start("toy/relu", SolveConfig(turns=3, device="cpu", backend="triton"),
                    LLMConfig(model="scripted/demo"))
     resume_run(run_id)          # a stopped run, with the model and settings it stored
+    fork(run_id, 3, feedback="full")   # turns 1-2 copied, turn 3 on with another recipe (agent.fork)
 
 `agent.loop` takes the model, the evaluator and the store ready-made (tests pass fakes); this module
 makes them from a `SolveConfig` and an `LLMConfig`, or from what a run stored. The evaluator is an
@@ -139,6 +140,68 @@ def resume_run(
         )
 
 
+def fork(
+    run_ref: str,
+    turn: int,
+    *,
+    model: str | None = None,
+    feedback: str | None = None,
+    temperature: float | None = None,
+    context: str | None = None,
+    run_name: str | None = None,
+    store: StoreRef = None,
+    api_base: str | None = None,
+    on_turn: OnTurn | None = None,
+    on_start: OnStart | None = None,
+    evaluator: Evaluator | None = None,
+    jobs: int | None = None,
+    on_trajectory: OnTrajectory | None = None,
+    on_evaluator: Callable[[Evaluator], None] | None = None,
+) -> str:
+    """Fork run `run_ref` at turn `turn` (K): a new run on the same problems and samples whose
+    trajectories copy turns 1..K-1 exactly (no model call, no evaluation; `agent.fork`) and continue
+    from turn K with the source's settings but `model`, `feedback`, `temperature` and `context` where
+    given; return the new run's id. `solve --resume` continues it like any run.
+
+    Raises UsageError: the source is not a linear run, K is outside 1..its turns, or a setting is bad;
+    StoreError: unknown run, or `run_name` taken; LLMError as `start` does.
+    """
+    import dataclasses
+
+    with _opened(store) as s:
+        src = s.get_run(run_ref)
+        config = SolveConfig.from_dict(src["config"] or {})
+        if config.strategy != "linear":
+            raise UsageError(
+                f"run {src['name']} searched a tree ({config.strategy}); only a linear run can be forked"
+            )
+        if not 1 <= turn <= config.turns:
+            raise UsageError(f"--turn must be 1..{config.turns} (run {src['name']} has {config.turns} turns)")
+        try:
+            config = dataclasses.replace(
+                config, feedback=feedback or config.feedback, context=context or config.context,
+                run_name=run_name, forked_from={"run": src["id"], "name": src["name"], "turn": turn,
+                                                "feedback": config.feedback},
+            )  # fmt: skip
+            llm = stored_llm_config(src)
+            llm.model, llm.api_base = model or llm.model, api_base or llm.api_base
+            if temperature is not None:
+                llm.temperature = temperature
+                llm.__post_init__()
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        problems = list({t["problem_key"]: s.problem_of(t) for t in s.trajectories(src["id"])}.values())
+        llm_model = model_for(llm)
+        _preflight(llm_model)
+        if evaluator is None:
+            evaluator = EvalPool(evaluator_settings(config))
+        jobs = jobs or default_jobs(len(problems) * config.samples, evaluator)
+        if on_evaluator is not None:
+            on_evaluator(evaluator)
+        return loop.solve(problems, config, llm_model, evaluator, s, on_turn=on_turn, on_start=on_start,
+                          jobs=jobs, on_trajectory=on_trajectory)  # fmt: skip
+
+
 def _preflight(model: Any) -> None:
     """The model's own check before a run (`LiteLLMModel.preflight`: is `api_base` answering?)."""
     check = getattr(model, "preflight", None)
@@ -197,6 +260,7 @@ __all__ = [
     "StoreRef",
     "default_jobs",
     "evaluator_settings",
+    "fork",
     "resume_run",
     "run_status",
     "start",

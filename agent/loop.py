@@ -113,6 +113,9 @@ class SolveConfig:
     """beam: children of each kept kernel per round."""
     seed: int = 0
     """tree: seeds the draw of the kernel each step refines (with the problem and the sample)."""
+    forked_from: dict[str, Any] | None = None
+    """A fork's source (`agent.fork`): {"run": its id, "name", "turn": K, "feedback": its recipe}; each
+    trajectory starts as a copy of the source's turns 1..K-1. None: not a fork."""
 
     def __post_init__(self) -> None:
         if self.turns < 1:
@@ -411,6 +414,10 @@ def run_trajectory(ctx: _Run, traj_id: int, problem: Problem, sample: int) -> st
     """Run (or continue) one trajectory and return its outcome, which is stored whatever happens."""
     outcome = "error"
     try:
+        if ctx.config.forked_from:
+            from kb_agent.agent.fork import copy_prefix
+
+            copy_prefix(ctx.store, ctx.config, traj_id, problem, sample)
         outcome = _strategy(ctx.config.strategy)(ctx, traj_id, problem, sample)
         _retime_best(ctx, traj_id, problem)
     except _Stopped:

@@ -595,7 +595,48 @@ def usage(turns: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     return {"turns": len(turns), "model_calls": calls, "evaluations": evals, "copied": copied, "depth": depth}
 
 
+# ---------------------------------------------------------------- two runs on the same problems
+
+
+def sign_test(a: Sequence[float | None], b: Sequence[float | None]) -> dict[str, Any]:
+    """Exact two-sided sign test over paired problems: `b[i]` against `a[i]` (best speedups; None, no
+    correct kernel, counts as 0). Returns wins (b faster), losses, ties (left out of the test) and
+    `p_value`: the chance of a split at least this uneven if either run were as likely to win."""
+    wins = sum(1 for x, y in zip(a, b, strict=True) if (y or 0.0) > (x or 0.0))
+    losses = sum(1 for x, y in zip(a, b, strict=True) if (y or 0.0) < (x or 0.0))
+    n, k = wins + losses, min(wins, losses)
+    p = min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2**n) if n else 1.0
+    return {"wins": wins, "losses": losses, "ties": len(a) - n, "p_value": p}
+
+
+def paired_fast_p(
+    a: Sequence[float | None],
+    b: Sequence[float | None],
+    p_values: Sequence[float] = P_VALUES,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> list[dict[str, Any]]:
+    """fast_p of two runs over the same problems (`a[i]`, `b[i]`: problem i's best speedup in each, None
+    for none) and their difference b - a at each p, with a percentile bootstrap interval `ci95` that
+    resamples problems (the pair of a problem moves together; seeded). One dict per p: p, a, b, diff,
+    ci95 (None with 0 resamples or no problems)."""
+    if len(a) != len(b):
+        raise ValueError(f"paired runs need the same problems, got {len(a)} and {len(b)}")
+    win = lambda xs, p: np.array([float(x is not None and x > p) for x in xs])  # noqa: E731
+    diffs = (
+        np.stack([win(b, p) - win(a, p) for p in p_values], axis=1)
+        if len(a)
+        else np.zeros((0, len(p_values)))
+    )
+    cis = bootstrap_ci(diffs, np.ones(len(a)), resamples, seed)
+    n = max(len(a), 1)
+    return [{"p": float(p), "a": float(win(a, p).sum() / n), "b": float(win(b, p).sum() / n),
+             "diff": float(diffs[:, i].sum() / n), "ci95": cis[i]} for i, p in enumerate(p_values)]  # fmt: skip
+
+
 __all__ = [
+    "paired_fast_p",
+    "sign_test",
     "usage",
     "BOOTSTRAP_RESAMPLES",
     "BOOTSTRAP_SEED",

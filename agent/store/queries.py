@@ -387,10 +387,14 @@ class Store:
             raise StoreError(f"trajectory {traj_id} has no turn {parent_idx} to continue from")
         return {"parent_id": parent["id"], "depth": (parent["depth"] or parent_idx) + 1}
 
-    def copy_turns(self, source_traj_id: int, traj_id: int, last_idx: int) -> int:
+    def copy_turns(
+        self, source_traj_id: int, traj_id: int, last_idx: int, feedback: Mapping[int, str] | None = None
+    ) -> int:
         """Copy turns 1..`last_idx` of trajectory `source_traj_id` into `traj_id` exactly (messages,
         reply, evaluation, feedback, tokens, cost), each with `copied_from` = its source turn and its
         parent mapped to the copy; one transaction. Return how many were copied. A fork's prefix.
+        `feedback` (turn index -> text) replaces the feedback of those copies (a fork's new recipe
+        rendered from the same evaluation).
 
         Raises:
             StoreError: `traj_id` already has turns.
@@ -408,6 +412,7 @@ class Store:
             for r in rows:
                 src = r.pop("id")
                 r.update(trajectory_id=traj_id, copied_from=src, parent_id=ids.get(r["parent_id"]))
+                r["feedback"] = (feedback or {}).get(r["idx"], r["feedback"])
                 cur = self.db.conn.execute(
                     f"INSERT INTO turns ({', '.join(r)}) VALUES ({', '.join('?' for _ in r)})",
                     list(r.values()),
