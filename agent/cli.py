@@ -687,8 +687,20 @@ def solve_cmd(
     ] = None,
     samples: Annotated[int, typer.Option(min=1, help="Independent trajectories per problem.")] = 1,
     context: Annotated[
-        str, typer.Option(help="full (whole conversation) or last (first prompt + last turn).")
+        str,
+        typer.Option(
+            help="full (whole conversation), last (first prompt + last turn) or summary (earlier replies cut "
+            "to their code, feedback kept)."
+        ),
     ] = "full",
+    context_window: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="The model's input window in tokens; the oldest turns are dropped to fit it.",
+            show_default="litellm's figure, else 32768",
+        ),
+    ] = None,
     token_budget: Annotated[
         int | None, typer.Option(min=1, help="Most tokens per trajectory.", show_default="no limit")
     ] = None,
@@ -779,7 +791,8 @@ def solve_cmd(
                                  feedback=feedback, strategy=strategy, n=n, width=width, branch=branch,
                                  seed=seed)  # fmt: skip
             llm = LLMConfig(model=model, api_base=api_base, temperature=temperature, max_tokens=max_tokens,
-                            reasoning_effort=reasoning_effort, rpm=rpm, tpm=tpm)  # fmt: skip
+                            reasoning_effort=reasoning_effort, rpm=rpm, tpm=tpm,
+                            context_window=context_window)  # fmt: skip
         except ValueError as e:
             raise UsageError(str(e)) from None
         run = partial(job.start, problem, config, llm, dataset=dataset, store=db, jobs=jobs)

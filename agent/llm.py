@@ -123,7 +123,10 @@ class LLMConfig:
     """Cap on one computed backoff wait, in seconds (a server's retry-after may ask for longer)."""
     fit_context: bool = True
     """Drop the oldest turns when the conversation would overflow the model's context window
-    (only for models litellm knows the window of)."""
+    (`context_window`, else litellm's figure, else DEFAULT_CONTEXT_WINDOW)."""
+    context_window: int | None = None
+    """The model's input window in tokens, for a local or unknown model (`--context-window`); None:
+    litellm's figure for the models it knows, DEFAULT_CONTEXT_WINDOW for the others."""
     drop_params: bool = True
     """Let litellm drop parameters the provider does not accept (e.g. temperature on o-series)."""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -143,6 +146,11 @@ class LLMConfig:
             raise ValueError(f"temperature {self.temperature} is outside 0..2")
         if self.max_tokens < 1:
             raise ValueError(f"max_tokens must be 1 or more, got {self.max_tokens}")
+        if self.context_window is not None and self.context_window <= self.max_tokens:
+            raise ValueError(
+                f"context window {self.context_window} leaves no room for a prompt beside max_tokens "
+                f"{self.max_tokens}; give a larger --context-window or a smaller --max-tokens"
+            )
         for name in ("rpm", "tpm"):
             value = getattr(self, name)
             if value is not None and value < 1:
@@ -422,7 +430,11 @@ class LiteLLMModel:
     def complete(self, messages: list[dict]) -> LLMReply:
         """One model answer to `messages`. Raises LLMError after retries or on a non-retryable error."""
         c = self.config
-        sent = fit_messages(messages, c.model, c.max_tokens) if c.fit_context else list(messages)
+        sent = (
+            fit_messages(messages, c.model, c.max_tokens, window=c.context_window)
+            if c.fit_context
+            else list(messages)
+        )
         kwargs = self._request_kwargs(sent)
         retries: list[dict] = []
         attempts = 0
@@ -554,16 +566,24 @@ def context_window(model: str) -> int | None:
     return int(window) if window else None
 
 
-def fit_messages(messages: list[dict], model: str, max_tokens: int, keep_first: int = 2) -> list[dict]:
+DEFAULT_CONTEXT_WINDOW = 32_768
+"""The input window (tokens) assumed for a model litellm does not know (a local or self-served one):
+32k, what many open code models are served with. `LLMConfig.context_window` gives the real one."""
+
+
+def fit_messages(
+    messages: list[dict], model: str, max_tokens: int, keep_first: int = 2, *, window: int | None = None
+) -> list[dict]:
     """`messages` with the oldest turns dropped so that prompt + `max_tokens` fit the context window.
 
-    The first `keep_first` messages (the system prompt and the task) and the last message are always
-    kept; turns are dropped from the oldest in assistant+user pairs so roles still alternate. Returns
-    the messages unchanged when the window is unknown; may still overflow when even the kept messages
-    do not fit (the request then fails with a context-window error, not retried).
+    The window is `window` (tokens) when given, else litellm's figure for `model`, else
+    DEFAULT_CONTEXT_WINDOW, so an unknown or local model is trimmed too. The first `keep_first`
+    messages (the system prompt and the task) and the last message are always kept; turns are dropped
+    from the oldest in assistant+user pairs so roles still alternate. May still overflow when even the
+    kept messages do not fit (the request then fails with a context-window error, not retried).
     """
-    window = context_window(model)
-    if window is None or len(messages) <= keep_first + 1:
+    window = window or context_window(model) or DEFAULT_CONTEXT_WINDOW
+    if len(messages) <= keep_first + 1:
         return list(messages)
     litellm = _import_litellm()
     budget = window - max_tokens
@@ -692,6 +712,7 @@ __all__ = [
     "builtin_scripts",
     "check_model",
     "check_reachable",
+    "DEFAULT_CONTEXT_WINDOW",
     "context_window",
     "fit_messages",
     "model_for",

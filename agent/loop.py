@@ -55,7 +55,7 @@ from kb_agent.problems import Problem
 
 log = logging.getLogger(__name__)
 
-CONTEXTS = ("full", "last")
+CONTEXTS = ("full", "last", "summary")
 STRATEGIES = ("linear", "best-of-n", "beam", "tree")
 """`linear` is this module's loop; the others live in `agent.strategies`, beside it."""
 BACKENDS = ("cuda", "triton")
@@ -68,8 +68,11 @@ class SolveConfig:
     turns: int = 5
     """K: most turns (model calls) per trajectory."""
     context: str = "full"
-    """What each call sees: "full" (the whole conversation so far) or "last" (the system and task
-    prompts plus only the previous reply and its feedback)."""
+    """What each call sees: "full" (the whole conversation so far), "last" (the system and task
+    prompts plus only the previous reply and its feedback) or "summary" (the whole conversation with
+    the reasoning of every reply but the previous one dropped: each keeps its code block; every
+    feedback stays, as the Kevin paper did). The model layer then trims whatever would still overflow
+    the model's window (`agent.llm.fit_messages`)."""
     samples: int = 1
     """Independent trajectories per problem (use a temperature above 0 for them to differ)."""
     backend: str = "cuda"
@@ -566,10 +569,24 @@ def _history(stored: list[dict], done: list[dict]) -> list[dict]:
 
 
 def _context(history: list[dict], context: str) -> list[dict]:
-    """What the model is sent: all of `history`, or for "last" the first two messages and the last exchange."""
+    """What the model is sent: all of `history`; for "last" the first two messages and the last
+    exchange; for "summary" all of it with each earlier reply (all but the last) cut to its code."""
     if context == "last" and len(history) > 4:
         return history[:2] + history[-2:]
+    if context == "summary" and len(history) > 4:
+        return history[:2] + [_code_only(m) for m in history[2:-2]] + history[-2:]
     return list(history)
+
+
+SUMMARY_NO_CODE = "(an earlier reply without a code block; its text is left out)"
+
+
+def _code_only(message: dict) -> dict:
+    """An assistant message reduced to its candidate module in one python block; others unchanged."""
+    if message["role"] != "assistant":
+        return dict(message)
+    code = extract_code(message["content"])
+    return {"role": "assistant", "content": f"```python\n{code}\n```" if code else SUMMARY_NO_CODE}
 
 
 def _reply_from_row(row: dict) -> LLMReply:

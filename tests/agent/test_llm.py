@@ -210,7 +210,9 @@ def test_fit_messages_drops_oldest_turn_pairs_keeping_system_task_and_last():
     roles = [m["role"] for m in fitted[1:]]
     assert all(a != b for a, b in zip(roles, roles[1:], strict=False))  # still alternating
     assert fitted[2]["content"].startswith("answer ")  # dropped in assistant+user pairs
-    assert fit_messages(msgs, "openai/unknown-model", max_tokens=8000) == msgs  # unknown window: unchanged
+    # an unknown (local) model: the default window, or the one given
+    assert len(fit_messages(msgs, "openai/unknown-model", max_tokens=8000)) < len(msgs)
+    assert fit_messages(msgs, "openai/unknown-model", max_tokens=8000, window=1_000_000) == msgs
     small = msgs[:4]
     assert fit_messages(small, "gpt-4o", 8000) == small
 
