@@ -307,7 +307,8 @@ def usage_line(s: dict[str, Any]) -> str:
         return "model calls: none"
     rows = u["per_trajectory"]
     spread = lambda k: f"{min(r[k] for r in rows)}-{max(r[k] for r in rows)}" if rows else "0"  # noqa: E731
-    copied = f", {u['total']['copied']} turns copied by a fork" if u["total"]["copied"] else ""
+    n = u["total"]["copied"]
+    copied = f", {n} turn{'s' if n != 1 else ''} copied by a fork" if n else ""
     return (f"model calls: {u['total']['model_calls']} (each trajectory {spread('model_calls')}); "
             f"evaluations: {u['total']['evaluations']} (each trajectory {spread('evaluations')}){copied}")  # fmt: skip
 
