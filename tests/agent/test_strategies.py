@@ -179,3 +179,39 @@ def test_a_killed_best_of_n_run_resumes_without_asking_again_for_a_stored_reply(
 def job_run_id(db):
     with Store(db) as s:
         return s.get_run("killed")["id"]
+
+
+def test_best_of_n_evaluates_a_round_at_once_through_the_pool(fake_llm, tmp_path):
+    """Through `EvalPool.submit` with a fake executor: the 3 candidates of a round overlap in time."""
+    from kb_agent.evaluator.pool import EvalPool
+    from kb_agent.evaluator.settings import EvalSettings
+
+    keyed, running, peak, lock = KeyedEvaluator(), [0], [0], threading.Lock()
+
+    def run_job(job):
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.3)
+        with lock:
+            running[0] -= 1
+        return keyed.evaluate(job.problem, job.source)
+
+    pool = EvalPool(EvalSettings(device="cpu"), cpu_slots=3, run_job=run_job)
+    fake_llm.add(kernel("1.0"), kernel("2.0"), kernel("0.5"))
+    run_id = job.start(RELU, cfg(turns=1, strategy="best-of-n", n=3), llm(fake_llm.openai_base),
+                       store=tmp_path / "kb.sqlite", evaluator=pool, jobs=1)  # fmt: skip
+    assert sorted(keyed.calls) == ["0.5", "1.0", "2.0"] and peak[0] == 3
+    with Store(tmp_path / "kb.sqlite") as s:
+        assert s.trajectories(run_id)[0]["best_speedup"] == 2.0
+
+
+def test_the_token_budget_counts_over_the_tree(fake_llm, tmp_path):
+    fake_llm.add(*[kernel("1.0")] * 6)
+    db = tmp_path / "kb.sqlite"
+    run_id = job.start(RELU, cfg(turns=3, strategy="beam", width=1, branch=2, token_budget=10),
+                       llm(fake_llm.openai_base), store=db, evaluator=KeyedEvaluator(), jobs=1)  # fmt: skip
+    with Store(db) as s:
+        (traj,) = s.trajectories(run_id)
+        assert traj["outcome"] == "token_budget" and len(s.turns(traj["id"])) == 2  # one round, then over
+    assert len(fake_llm.requests) == 2
