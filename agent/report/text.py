@@ -419,7 +419,8 @@ def render_report_text(report: dict[str, Any], per_problem: bool = False) -> str
 
 def show_rows(traj: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """One row per turn: strict status, KernelBench-rules status, speedup, library share, runtime, tokens,
-    cost, latency, and the strict checks a rejected turn failed."""
+    cost, latency, and the strict checks a rejected turn failed; when the turns are not one chain (a
+    search strategy's tree), the turn each continues ("task": a root) beside its number."""
     headers = ["turn", "status", "KernelBench", "speedup", "library", "runtime_ms", "tokens in", "tokens out",
                "cost", "latency_s", "failed checks"]  # fmt: skip
     rows = [
@@ -438,6 +439,10 @@ def show_rows(traj: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         ]
         for t in traj["turns"]
     ]
+    if any(t.get("parent_idx") != (t["idx"] - 1 or None) for t in traj["turns"]):  # a tree: say whose child
+        headers.insert(1, "parent")
+        for row, t in zip(rows, traj["turns"], strict=True):
+            row.insert(1, str(t["parent_idx"] or "task"))
     return headers, rows
 
 

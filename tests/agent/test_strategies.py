@@ -215,3 +215,20 @@ def test_the_token_budget_counts_over_the_tree(fake_llm, tmp_path):
         (traj,) = s.trajectories(run_id)
         assert traj["outcome"] == "token_budget" and len(s.turns(traj["id"])) == 2  # one round, then over
     assert len(fake_llm.requests) == 2
+
+
+def test_runs_show_names_each_node_s_parent_for_a_tree_only(fake_llm, tmp_path):
+    from kb_agent.agent.report import render_show_text, show_run
+
+    fake_llm.add(kernel("1.0"), kernel("2.0"), kernel("1.5"), kernel("1.1"))
+    db = tmp_path / "kb.sqlite"
+    job.start(RELU, cfg(turns=2, strategy="best-of-n", n=2, run_name="bon"), llm(fake_llm.openai_base),
+              store=db, evaluator=KeyedEvaluator(), jobs=1)  # fmt: skip
+    fake_llm.add(kernel("1.0"))
+    job.start(RELU, cfg(turns=1, run_name="lin"), llm(fake_llm.openai_base), store=db, evaluator=KeyedEvaluator(),
+              jobs=1)  # fmt: skip
+    with Store(db) as s:
+        tree_text, chain_text = render_show_text(show_run(s, "bon")), render_show_text(show_run(s, "lin"))
+    header = next(line for line in tree_text.splitlines() if line.startswith("turn"))
+    assert header.split()[:2] == ["turn", "parent"] and "task" in tree_text
+    assert "parent" not in chain_text
