@@ -102,6 +102,8 @@ def poison_free_memory(ev) -> None:
             reverse=True,
         )  # fmt: skip
     except Exception:  # noqa: BLE001 - no snapshot: poison what one allocation of the free total reaches
+        sizes = []
+    if not sizes:  # nor a snapshot that names no free block where the allocator holds free bytes
         sizes = [torch.cuda.memory_reserved(ev.device) - torch.cuda.memory_allocated(ev.device)]
     fillers, skipped = [], 0
     for size in sizes:

@@ -68,6 +68,12 @@ def test_without_a_snapshot_the_free_total_is_poisoned_as_one_allocation():
     assert [t.n * 4 for t in made] == [8_000]
 
 
+def test_a_snapshot_naming_no_free_block_falls_back_to_the_free_total():
+    ev, made = fake_ev([{"blocks": [{"size": 4096, "state": "inactive"}]}])  # no "device" key
+    poison_free_memory(ev)
+    assert [t.n * 4 for t in made] == [8_000]
+
+
 def test_nothing_to_do_on_the_cpu():
     ev, made = fake_ev([seg(0, (4096, "inactive"))])
     ev.device = SimpleNamespace(type="cpu", index=None)
