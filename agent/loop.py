@@ -28,6 +28,11 @@ for the model are left without an outcome, which `resume` continues too.
 stored but not evaluated is evaluated without asking the model again; a turn cut off before the reply
 arrived is asked again; finished trajectories are left alone.
 
+Search strategies (`SolveConfig.strategy`: best-of-n, beam, tree) are units beside this loop, in
+`agent.strategies`: `run_trajectory` runs one of them instead of the linear `_turns` below, with the same
+endings, store and resume contract. A fork's trajectory (`SolveConfig.forked_from`) starts with the
+source's turns 1..K-1 copied into the store (`agent.fork`), which the loop then treats as answered.
+
 The model (an `agent.llm.LLM`), the evaluator and the store are passed in; the fakes
 (`agent.llm.ScriptedModel`, `evaluator.fake.ScriptedEvaluator`) make a dry run. `agent.job` builds them
 from configs (the stored ones, to resume) for the CLI and for Python callers.

@@ -1,7 +1,9 @@
 """The trajectory store: runs, trajectories and turns in one SQLite file (sqlite-utils, WAL mode).
 
 Layout: a run is one `kb-agent solve` invocation; a trajectory is one (problem, sample) inside a run; a
-turn is one model call plus the evaluation of the candidate it returned. Plain columns hold what people
+turn is one model call plus the evaluation of the candidate it returned. A trajectory's turns form a
+tree (`turns.parent_id`, `depth`: a linear chain is the simplest one; search strategies branch it), and
+a fork's copied turns name their source (`turns.copied_from`). Plain columns hold what people
 filter on (run, model, level, problem, turn, status, speedup, tokens, cost); JSON text beside them holds
 the rest (the solve config, the messages sent, the full `EvalResult`).
 
