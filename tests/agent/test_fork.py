@@ -149,3 +149,17 @@ def test_sign_test_and_paired_fast_p_by_hand():
     assert metrics.sign_test([None] * 6, [1.1] * 6)["p_value"] == pytest.approx(2 / 64)
     (f,) = metrics.paired_fast_p([None, 1.2], [1.5, 0.9], p_values=[1.0], resamples=0)
     assert (f["a"], f["b"], f["diff"], f["ci95"]) == (0.5, 0.5, 0.0, None)
+
+
+@pytest.mark.slow  # three CLI processes, about 14 s on the shared 2 cores
+def test_fork_cli_says_in_one_line_what_is_wrong(fake_llm, tmp_path):
+    db = tmp_path / "kb.sqlite"
+    source_run(fake_llm, db)
+    for args, message in ((["--turn", "9"], r"--turn must be 1..3"),
+                          (["--turn", "2", "--context", "nearby"], "unknown context 'nearby'"),
+                          (["--turn", "2", "--run-name", "src"], "already exists")):  # fmt: skip
+        r = subprocess.run(
+            [*CLI, "fork", "src", *args, "--db", str(db)], capture_output=True, text=True, timeout=60
+        )
+        assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert len(fake_llm.requests) == 6  # nothing was asked
