@@ -42,6 +42,8 @@ class Launch:
     wrote: int = 0
     copy: bool = False
     poisoned: int = 0
+    # (written tensor, its source, the source's version then): checked whole when the pass ends
+    pending: list = field(default_factory=list, repr=False, compare=False)
 
 
 @dataclass
@@ -108,6 +110,29 @@ def poison(torch, t) -> bool:
     return False
 
 
+def _source_of(torch, written, mask, sources) -> int | None:
+    """The index of the first of `sources` whose elements at the places `mask` selects are bitwise those
+    of `written`, or None."""
+    for i, s in enumerate(sources):
+        if copied_from(torch, written, mask, [s]):
+            return i
+    return None
+
+
+def _settle(torch, facts) -> None:
+    """At the end of an observe pass: a launch stays a copy only if each tensor it wrote is, whole, its
+    source (when the source is unchanged since; else the elementwise reading stands)."""
+    for launch in facts.launches:
+        for written, src, version in launch.pending:
+            try:
+                same_version = src._version == version
+            except Exception:  # noqa: BLE001
+                same_version = False
+            if same_version and not copied_from(torch, written, None, [src]):
+                launch.copy = False
+        launch.pending = []
+
+
 def copied_from(torch, written, mask, sources) -> bool:
     """Whether the elements of `written` where `mask` is set (all, when None) are bitwise those at the
     same places of one of `sources` (tensors of the same number of elements and element width)."""
@@ -153,9 +178,21 @@ class KernelProbe:
         returned = [r for r in _flat_tensors(torch, result) if id(r) not in ids]
         launch = Launch(name=name, wrote=len(changed) + len(returned))
         if self.mode == "observe":
-            launch.copy = all(copied_from(torch, t, m, before) for t, m in changed) and all(
+            # elements compared where they changed (a copy launched in chunks is still a copy), and, at
+            # the end of the pass, the whole written tensor against its source: an honest ReLU written into
+            # a zeroed buffer (fresh pages on the CPU, a new segment on a GPU) changes only where x > 0, and
+            # there it equals x, so by its changed elements alone it read as a copy of its input
+            matches = [_source_of(torch, t, m, before) for t, m in changed]
+            launch.copy = all(i is not None for i in matches) and all(
                 copied_from(torch, r, None, before) for r in returned
             )
+            if launch.copy:
+                written = {id(t) for t, _ in changed}
+                for (t, _), i in zip(changed, matches, strict=True):
+                    src = given[i]
+                    if id(src) not in written:
+                        with contextlib.suppress(Exception):  # an inference tensor has no version counter
+                            launch.pending.append((t, src, src._version))
         elif self.mode == "poison":
             launch.poisoned = sum(poison(torch, t) for t in [*(t for t, _ in changed), *returned])
         self.facts.launches.append(launch)
@@ -188,6 +225,8 @@ class KernelProbe:
         finally:
             for cls, attr, orig in restore:
                 setattr(cls, attr, orig)
+            if self.mode == "observe":
+                _settle(self.torch, self.facts)
             self.mode = None
 
 

@@ -216,3 +216,14 @@ def test_no_observed_launch_is_judged_by_the_profiles_kernel_names():
     passed, why = kp.verdict([graphs_only], graphs_only, None, False, unseen_custom=False)
     assert not passed and "CUDA graphs" in why  # a captured torch.relu replayed
     assert kp.verdict([graphs_only], graphs_only, None, False, unseen_custom=True) == (True, "")
+
+
+def test_an_honest_relu_into_a_zeroed_buffer_is_no_copy():
+    # the failing input (CI, a fresh process): torch.empty gave zeroed memory, so the changed elements of
+    # relu(x) were exactly the positive x and the launch read as a copy of its input
+    probe = kp.KernelProbe(torch)
+    ext = _ext(probe, relu_into=relu_into)
+    x, y = torch.randn(64), torch.zeros(64)
+    with probe.passing("observe") as facts:
+        ext.relu_into(x, y)
+    assert [(launch.wrote, launch.copy) for launch in facts.launches] == [(1, False)]
