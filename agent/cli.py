@@ -530,7 +530,12 @@ def export_cmd(
     from kb_agent.agent.store import Store
 
     with Store(db, create=False) as store:
-        path = export_run(store, run, fmt, output)
+        try:
+            path = export_run(store, run, fmt, output)
+        except OSError as e:  # the output path: a missing or unwritable folder, a file where a folder goes
+            raise UsageError(
+                f"cannot write {output or 'the export'}: {e.strerror or e}; choose another --output"
+            ) from None
     if path is not None:
         err.print(f"wrote {path}", highlight=False)
 
@@ -552,7 +557,12 @@ def view_cmd(
     from kb_agent.agent.viewer import write_view
 
     with Store(db, create=False) as store:
-        path = write_view(store, run, output)
+        try:
+            path = write_view(store, run, output)
+        except OSError as e:
+            raise UsageError(
+                f"cannot write {output or 'the page'}: {e.strerror or e}; choose another --output"
+            ) from None
     out.print(f"wrote {path}", highlight=False)
 
 

@@ -110,6 +110,11 @@ class Store:
             self.db.execute("PRAGMA foreign_keys = ON")
             applied = migrate(self.db)
         except sqlite3.DatabaseError as e:  # not a database, unreadable, locked for longer than timeout_s
+            if "locked" in str(e):
+                raise StoreError(
+                    f"{self.path} is locked by another process (a write transaction held for over "
+                    f"{timeout_s:g} s); try again when it is free"
+                ) from None
             raise StoreError(
                 f"cannot use {self.path} as the trajectory store ({e}); point --db / {DB_ENV} at another file"
             ) from None
@@ -157,6 +162,7 @@ class Store:
             StoreError: `name` is taken.
         """
         created_dt = datetime.now(timezone.utc)
+        name_given, base, n = name is not None, name, 1
         if name is None:
             base = f"{model.rsplit('/', 1)[-1]}-{created_dt.strftime('%Y%m%d-%H%M%S')}"
             name, n = base, 1
@@ -182,7 +188,17 @@ class Store:
             run_id = _new_run_id(created_dt)
             if self._run_row("id", run_id) is None:
                 break
-        self.db["runs"].insert({"id": run_id, **row})
+        for attempt in range(20):
+            try:
+                self.db["runs"].insert({"id": run_id, **row})
+                return run_id
+            except sqlite3.IntegrityError:  # another process took the name (or id) between check and insert
+                if name_given or attempt == 19:
+                    raise StoreError(
+                        f"a run named {row['name']!r} already exists; choose another name"
+                    ) from None
+                row["name"] = f"{base}-{n + attempt + 1}"
+                run_id = _new_run_id(created_dt)
         return run_id
 
     def set_run_hardware(self, run_id: str, hardware: Mapping[str, Any]) -> None:

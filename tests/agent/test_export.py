@@ -171,3 +171,20 @@ def test_cli_default_path_stdout_and_bad_input(store, tmp_path):
         export_run(store, "exp", "csv", tmp_path)
     with pytest.raises(StoreError, match="no run 'nope'"):
         export_run(store, "nope")
+
+
+def test_an_unwritable_output_is_one_line_not_a_traceback(tmp_path):
+    # seen by a new user: export -o README.md/x.jsonl and view -o into a file-as-folder gave tracebacks
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    db = tmp_path / "kb.sqlite"
+    from kb_agent.agent.store import Store
+
+    with Store(db) as store:
+        run_id = store.create_run("r1", {}, "openai/m", "cuda", "fp32")
+    for args in (["export", run_id, "--format", "jsonl", "--output", str(blocker / "x.jsonl")],
+                 ["view", run_id, "--output", str(blocker / "x.html")]):  # fmt: skip
+        r = CliRunner().invoke(app, [*args, "--db", str(db)])
+        # the CLI's main() prints a UsageError as one line with exit code 2
+        assert isinstance(r.exception, UsageError), r.output
+        assert str(r.exception).startswith("cannot write") and "choose another --output" in str(r.exception)

@@ -492,3 +492,35 @@ def test_a_database_at_m007_gets_its_turn_verdicts_filled_in(tmp_path):
         ("compile_error", None, None),
         (None, None, None),
     ]
+
+
+def test_two_processes_taking_the_same_default_run_name_both_get_a_run(tmp_path, monkeypatch):
+    # seen by a new user: three solves started in one second, one died on UNIQUE constraint failed:
+    # runs.name (the name was checked, then another process inserted it)
+    from kb_agent.agent.store import Store as S
+
+    with S(tmp_path / "kb.sqlite") as a, S(tmp_path / "kb.sqlite") as b:
+        first = a.create_run(None, {}, "openai/m", "cuda", "fp32")
+        monkeypatch.setattr(b, "_run_row", lambda column, value: None)  # b checks before a's insert lands
+        second = b.create_run(None, {}, "openai/m", "cuda", "fp32")
+        names = {a.get_run(first)["name"], a.get_run(second)["name"]}
+    assert len(names) == 2
+
+
+def test_a_store_locked_by_another_process_says_so_in_one_line(tmp_path):
+    import sqlite3
+
+    import pytest
+    from kb_agent.agent.store import Store as S
+    from kb_agent.agent.store import StoreError as E
+
+    path = tmp_path / "kb.sqlite"
+    S(path).close()
+    holder = sqlite3.connect(str(path), isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(E, match="locked by another process.*try again when it is free"):
+            S(path, timeout_s=0.2)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
