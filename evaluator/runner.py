@@ -496,35 +496,12 @@ def check_problem(problem: Problem, settings: EvalSettings) -> dict:
     (flag, atol, rtol, fraction, threshold, precisions), measures (fractions per tolerance), unchecked
     ({"reason", "message"} or None), details and message.
     """
-    workdir = new_workdir("kb-check-")
-    parts: dict = {}
-    job = {"mode": "check_problem", "problem": problem.to_dict(), "candidate": "", "settings": settings.to_dict(),
-           "workdir": str(workdir), "build_root": str(workdir / "build")}  # fmt: skip
-    stages: dict[str, float] = {}
-    try:
-        child = run_child(
-            job, settings, workdir, workdir / "build", lambda m: parts.update({m["event"]: m}), stages
-        )
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    job = {"mode": "check_problem", "problem": problem.to_dict()}
+    parts, child, stages = _run_reference_job("kb-check-", job, settings)
     found = parts.get("problem_check", {}).get("check", {})
     hw = parts.get("hardware", {}).get("hardware", {})
-    if child.forged:  # the reference wrote to the result channel: no finding can be trusted
-        status, message = "error", f"{child.forged} message(s) on the result channel were not the evaluator's"
-    elif child.done is not None:
-        status, message = child.done["status"], child.done["message"]
-    elif child.memory_stage is not None:  # read by agent.checks as out of memory: checked again alone
-        status, message = "error", (f"out of memory: the {child.memory_stage} stage used more than "
-                                    f"{settings.max_memory_gb:g} GiB of host memory and was killed")  # fmt: skip
-    elif child.timed_out:
-        limit = _stage_limits(settings.limits)[child.stage]
-        status, message = "timeout", (f"the reference ran past the {child.stage} stage's {limit:g} s limit "
-                                      "(a hang, or too large for this device?)")  # fmt: skip
-    else:
-        tail = child.stderr.strip().splitlines()[-6:]
-        status = "error"
-        message = f"the check process {_describe_exit(child.returncode)} during the {child.stage} stage"
-        message += (":\n" + "\n".join(tail)) if tail else " (nothing on stderr)"
+    status, message = _reference_outcome(child, settings, "check", "the reference ran past the {stage} stage's "
+                                         "{limit:g} s limit (a hang, or too large for this device?)")  # fmt: skip
     return {"level": problem.level, "problem_id": problem.problem_id, "name": problem.name, "key": problem.key,
             "code_sha256": problem.code_sha256,
             "device": settings.device, "precision": settings.precision, "gpu_name": hw.get("gpu_name"),
@@ -532,6 +509,43 @@ def check_problem(problem: Problem, settings: EvalSettings) -> dict:
             **{k: found.get(k) for k in CHECK_FLAGS},
             **{k: found.get(k) for k in ("findings", "measures", "unchecked")},
             "details": found.get("details", []), "seconds": sum(stages.values())}  # fmt: skip
+
+
+def _run_reference_job(prefix: str, job: dict, settings: EvalSettings) -> tuple[dict, ChildOutcome, dict]:
+    """Run a job that involves no candidate (a problem check, a baseline) in a fresh child: its work
+    folder named by `prefix`, each channel part kept by event name. Returns (parts, child, stage seconds)."""
+    workdir = new_workdir(prefix)
+    job = {**job, "candidate": "", "settings": settings.to_dict(), "workdir": str(workdir),
+           "build_root": str(workdir / "build")}  # fmt: skip
+    parts: dict = {}
+    stages: dict[str, float] = {}
+    try:
+        child = run_child(
+            job, settings, workdir, workdir / "build", lambda m: parts.update({m["event"]: m}), stages
+        )
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return parts, child, stages
+
+
+def _reference_outcome(
+    child: ChildOutcome, settings: EvalSettings, what: str, timeout: str
+) -> tuple[str, str]:
+    """(status, message) of a job without a candidate, from how its child ended: the child's own verdict,
+    else "error" (forged channel lines, so nothing it sent can be trusted; host memory; a crash) or
+    "timeout" with `timeout` formatted with the stage and its limit in seconds."""
+    if child.forged:  # the reference wrote to the result channel
+        return "error", f"{child.forged} message(s) on the result channel were not the evaluator's"
+    if child.done is not None:
+        return child.done["status"], child.done["message"]
+    if child.memory_stage is not None:  # read by agent.checks as out of memory: checked again alone
+        return "error", (f"out of memory: the {child.memory_stage} stage used more than "
+                         f"{settings.max_memory_gb:g} GiB of host memory and was killed")  # fmt: skip
+    if child.timed_out:
+        return "timeout", timeout.format(stage=child.stage, limit=_stage_limits(settings.limits)[child.stage])
+    tail = child.stderr.strip().splitlines()[-6:]
+    message = f"the {what} process {_describe_exit(child.returncode)} during the {child.stage} stage"
+    return "error", message + ((":\n" + "\n".join(tail)) if tail else " (nothing on stderr)")
 
 
 def time_baseline(problem: Problem, settings: EvalSettings, compile_mode: str = "default") -> dict:
@@ -548,36 +562,14 @@ def time_baseline(problem: Problem, settings: EvalSettings, compile_mode: str = 
     compile_ms (their means, ms), compile_s (seconds of the first compiled call), compile_error, seconds.
     Does not raise for anything the reference does.
     """
-    workdir = new_workdir("kb-base-")
-    parts: dict = {}
-    job = {"mode": "baseline", "compile_mode": compile_mode, "problem": problem.to_dict(), "candidate": "",
-           "settings": settings.to_dict(), "workdir": str(workdir), "build_root": str(workdir / "build")}  # fmt: skip
-    stages: dict[str, float] = {}
-    try:
-        child = run_child(
-            job, settings, workdir, workdir / "build", lambda m: parts.update({m["event"]: m}), stages
-        )
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    job = {"mode": "baseline", "compile_mode": compile_mode, "problem": problem.to_dict()}
+    parts, child, stages = _run_reference_job("kb-base-", job, settings)
     found = parts.get("baseline", {}).get("baseline", {})
     hw = parts.get("hardware", {}).get("hardware", {})
-    if child.forged:  # the reference wrote to the result channel: no figure can be trusted
-        status, message = "error", f"{child.forged} message(s) on the result channel were not the evaluator's"
+    status, message = _reference_outcome(child, settings, "baseline",
+                                         "the {stage} stage ran past its {limit:g} s limit (raise it with --stage-limits)")  # fmt: skip
+    if child.forged:
         found = {}
-    elif child.done is not None:
-        status, message = child.done["status"], child.done["message"]
-    elif child.memory_stage is not None:  # read by agent.checks as out of memory: checked again alone
-        status, message = "error", (f"out of memory: the {child.memory_stage} stage used more than "
-                                    f"{settings.max_memory_gb:g} GiB of host memory and was killed")  # fmt: skip
-    elif child.timed_out:
-        limit = _stage_limits(settings.limits)[child.stage]
-        status = "timeout"
-        message = f"the {child.stage} stage ran past its {limit:g} s limit (raise it with --stage-limits)"
-    else:
-        tail = child.stderr.strip().splitlines()[-6:]
-        status = "error"
-        message = f"the baseline process {_describe_exit(child.returncode)} during the {child.stage} stage"
-        message += (":\n" + "\n".join(tail)) if tail else " (nothing on stderr)"
     eager, compiled = found.get("eager"), found.get("compiled")
     if status == "timeout" and eager:  # torch.compile ran out of time; the eager figure stands
         status, found["compile_error"] = "compile_failed", message
