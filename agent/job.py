@@ -67,13 +67,9 @@ def start(
     KeyboardInterrupt and model errors end the run as `agent.loop.solve` says.
     """
     todo = resolve(problems, dataset) if isinstance(problems, str) else list(problems)
-    if evaluator is None:
-        evaluator = EvalPool(evaluator_settings(config))
-    model = model_for(llm)
-    _preflight(model)
-    jobs = jobs or default_jobs(len(todo) * config.samples, evaluator)
-    if on_evaluator is not None:
-        on_evaluator(evaluator)
+    model, evaluator, jobs = _ready(
+        llm, config, evaluator, jobs, lambda: len(todo) * config.samples, on_evaluator
+    )
     with _opened(store) as s:
         return loop.solve(todo, config, model, evaluator, s, on_turn=on_turn, on_start=on_start, jobs=jobs,
                           on_trajectory=on_trajectory)  # fmt: skip
@@ -114,19 +110,10 @@ def resume_run(
             )
             llm.api_base = api_base
         llm.rpm, llm.tpm = rpm or llm.rpm, tpm or llm.tpm
-        model = model_for(llm)
-        _preflight(model)
-        if evaluator is None:
-            evaluator = EvalPool(evaluator_settings(config))
-        if jobs is None:
-            left = [
-                t
-                for t in s.trajectories(run["id"])
-                if t["outcome"] in (None, "interrupted", "model_unavailable")
-            ]
-            jobs = default_jobs(len(left), evaluator)
-        if on_evaluator is not None:
-            on_evaluator(evaluator)
+        left = lambda: sum(  # noqa: E731 - counted only when `jobs` is not given
+            t["outcome"] in (None, "interrupted", "model_unavailable") for t in s.trajectories(run["id"])
+        )
+        model, evaluator, jobs = _ready(llm, config, evaluator, jobs, left, on_evaluator)
         return loop.resume(
             run["id"],
             model,
@@ -191,15 +178,25 @@ def fork(
         except ValueError as e:
             raise UsageError(str(e)) from None
         problems = list({t["problem_key"]: s.problem_of(t) for t in s.trajectories(src["id"])}.values())
-        llm_model = model_for(llm)
-        _preflight(llm_model)
-        if evaluator is None:
-            evaluator = EvalPool(evaluator_settings(config))
-        jobs = jobs or default_jobs(len(problems) * config.samples, evaluator)
-        if on_evaluator is not None:
-            on_evaluator(evaluator)
+        count = lambda: len(problems) * config.samples  # noqa: E731
+        llm_model, evaluator, jobs = _ready(llm, config, evaluator, jobs, count, on_evaluator)
         return loop.solve(problems, config, llm_model, evaluator, s, on_turn=on_turn, on_start=on_start,
                           jobs=jobs, on_trajectory=on_trajectory)  # fmt: skip
+
+
+def _ready(llm: LLMConfig, config: SolveConfig, evaluator: Evaluator | None, jobs: int | None,
+           trajectories: Callable[[], int], on_evaluator: Callable[[Evaluator], None] | None):  # fmt: skip
+    """What every way of running a run sets up first: the model (checked by `_preflight`), the evaluator
+    (`config`'s `EvalPool` when none is given), the trajectories in flight (`default_jobs` over
+    `trajectories()` when `jobs` is not given), and `on_evaluator` told. Returns (model, evaluator, jobs)."""
+    model = model_for(llm)
+    _preflight(model)
+    if evaluator is None:
+        evaluator = EvalPool(evaluator_settings(config))
+    jobs = jobs or default_jobs(trajectories(), evaluator)
+    if on_evaluator is not None:
+        on_evaluator(evaluator)
+    return model, evaluator, jobs
 
 
 def _preflight(model: Any) -> None:
