@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import math
+import random
 import re
 import statistics
 import time
@@ -423,7 +424,9 @@ class StrictTimes:
             timed stream never waited for (other processes' work does not count here).
         unready: calls whose output, read on the current stream right after the call, differed from its
             value after the device-wide synchronize (`early_read`).
-        out: the last call's output.
+        out: the last call's output (of a fresh-value call, or of a repeat of one).
+        repeat_events_ms: CUDA events (host clock on the CPU) around the calls that repeated the previous
+            call's inputs unchanged; empty for `trials=0`.
     """
 
     events_ms: list[float]
@@ -431,6 +434,7 @@ class StrictTimes:
     after_stream_ms: list[float]
     unready: int
     out: Any
+    repeat_events_ms: list[float] = field(default_factory=list)
 
 
 def work_escaped(events_ms: Sequence[float], after_stream_ms: Sequence[float]) -> bool:
@@ -454,22 +458,30 @@ def time_strict(
 ) -> StrictTimes:
     """Strict-mode timing: fresh input values for every call, and the device work the timed stream missed.
 
-    Before each call (outside the timed window) every floating-point input gets a small random offset in
-    place, so outputs cached or replayed by input value or address are stale. On CUDA each call is timed
-    with events on the current stream; then the output is sampled on that stream (`early_read`), the host
-    waits for the end event and the sample, and then for the whole device (`_sync()`, every stream of this
-    process): that last wait is the work moved to another stream or a thread (`after_stream_ms`). On the
-    CPU every figure is the host clock around the call. See `StrictTimes`.
+    `trials` calls get fresh values: before each (outside the timed window) every floating-point input
+    gets a small random offset in place, so outputs cached or replayed by input value, address or version
+    are stale. As many calls again, shuffled in among them at random, repeat the previous call's inputs
+    unchanged (`repeat_events_ms`): `no_replay` compares the two kinds, timed in one loop under the same
+    protocol, so what slows every call alike (launch latency of a tiny kernel, a profiler's callbacks,
+    another process on the GPU) slows both. On CUDA each call is timed with events on the current stream;
+    then the output is sampled on that stream (`early_read`), the host waits for the end event and the
+    sample, and then for the whole device (`_sync()`, every stream of this process): that last wait is
+    the work moved to another stream or a thread (`after_stream_ms`). On the CPU every figure is the host
+    clock around the call. See `StrictTimes`.
     """
     floats = [a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()]
-    events, host, after = [], [], []
+    events, host, after, repeats = [], [], [], []
     unready = 0
     out = None
     cuda = device.type == "cuda"
+    # the first call is fresh; the rest, fresh and repeated, in an order the candidate cannot foresee
+    order = [False] * max(0, trials - 1) + [True] * trials
+    random.SystemRandom().shuffle(order)
     with torch.no_grad():
-        for _ in range(trials):
-            for a in floats:
-                a.add_(torch.empty((), device=a.device, dtype=a.dtype).uniform_(-1e-3, 1e-3))
+        for repeat in [False, *order] if trials > 0 else []:
+            if not repeat:
+                for a in floats:
+                    a.add_(torch.empty((), device=a.device, dtype=a.dtype).uniform_(-1e-3, 1e-3))
             if flusher is not None:
                 flusher()
             if cuda:
@@ -485,6 +497,9 @@ def time_strict(
                 t1 = _perf_counter()
                 _sync()
                 t2 = _perf_counter()
+                if repeat:
+                    repeats.append(start.elapsed_time(end))
+                    continue
                 host.append((t2 - t0) * 1e3)
                 after.append((t2 - t1) * 1e3)
                 events.append(start.elapsed_time(end))
@@ -492,10 +507,12 @@ def time_strict(
             else:
                 t0 = _perf_counter()
                 out = fn(*args)
-                host.append((_perf_counter() - t0) * 1e3)
-                events.append(host[-1])
-                after.append(0.0)
-    return StrictTimes(events_ms=events, host_ms=host, after_stream_ms=after, unready=unready, out=out)
+                (repeats if repeat else host).append((_perf_counter() - t0) * 1e3)
+                if not repeat:
+                    events.append(host[-1])
+                    after.append(0.0)
+    return StrictTimes(events_ms=events, host_ms=host, after_stream_ms=after, unready=unready, out=out,
+                       repeat_events_ms=repeats)  # fmt: skip
 
 
 # ------------------------------------------------------------------------------ the reproducible figure

@@ -2,6 +2,7 @@
 profiler records, the early output read, and the rule that says work escaped the timed stream. The GPU
 side of each is in test_timing_gpu.py and the red-team candidates `timing_*` / `honest_*`."""
 
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -133,3 +134,51 @@ def test_time_strict_on_the_cpu_reports_no_escape():
     t = timing.time_strict(torch.relu, [x], trials=3, flusher=None, device=torch.device("cpu"))
     assert len(t.events_ms) == len(t.host_ms) == 3 and t.after_stream_ms == [0.0] * 3 and t.unready == 0
     assert torch.equal(t.out, torch.relu(x))
+
+
+def test_time_strict_times_repeated_inputs_in_the_same_loop():
+    x = torch.randn(64)
+    seen = []
+
+    def fn(a):
+        seen.append(a.clone())
+        return torch.relu(a)
+
+    t = timing.time_strict(fn, [x], trials=6, flusher=None, device=torch.device("cpu"))
+    assert len(t.events_ms) == 6 and len(t.repeat_events_ms) == 6 and len(seen) == 12
+    # a repeated call sees exactly the previous call's values; a fresh one new values
+    same = [torch.equal(a, b) for a, b in zip(seen, seen[1:], strict=False)]
+    assert sum(same) == 6
+
+
+def _cached_by_version():
+    """A replay cheat: recomputes (slowly) only when the input's address or version changed."""
+    cache = {}
+
+    def fn(a):
+        key = (a.data_ptr(), a._version)
+        if key not in cache:
+            time.sleep(0.004)
+            cache[key] = torch.relu(a)
+        return cache[key]
+
+    return fn
+
+
+def test_time_strict_separates_a_replay_cheat_from_an_honest_call_that_slows_down():
+    import statistics
+
+    x = torch.randn(64)
+    cheat = timing.time_strict(_cached_by_version(), [x], trials=8, flusher=None, device=torch.device("cpu"))
+    assert statistics.median(cheat.repeat_events_ms) < 0.25 * statistics.median(cheat.events_ms)
+    # an honest call that gets slower as the evaluation goes on (a profiler's callbacks left behind,
+    # another process arriving on the GPU): fresh and repeated calls slow down alike
+    calls = []
+
+    def drifting(a):
+        calls.append(1)
+        time.sleep(0.001 * (1 if len(calls) < 3 else 4))
+        return torch.relu(a)
+
+    honest = timing.time_strict(drifting, [x], trials=8, flusher=None, device=torch.device("cpu"))
+    assert statistics.median(honest.repeat_events_ms) > 0.5 * statistics.median(honest.events_ms)
