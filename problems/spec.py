@@ -84,9 +84,11 @@ def _select_toy(rest: str, spec: str) -> list[Problem]:
     toys = toy_problems()
     if not rest:
         return list(toys.values())
-    by_name = {p.name: p for p in toys.values()}
+    # by its name (`relu`), its id (`1`) or both as the file and this function's own error list them
+    by_name = {p.name: p for p in toys.values()} | {f"{p.problem_id}_{p.name}": p for p in toys.values()}
     out = []
     for item in rest.split(","):
+        item = item.strip()
         if item in by_name:
             out.append(by_name[item])
         elif item.isdigit() and int(item) in toys:

@@ -96,6 +96,10 @@ def test_toy_problems_are_valid_and_addressable():
     toys = toy_problems()
     assert len(toys) >= 5
     assert resolve_one("toy/relu") == resolve_one("toy/1") == resolve_one("0/1")
+    # the names the error message lists (`1_relu`) resolve too
+    assert resolve_one("toy/1_relu") == resolve_one("toy/relu")
+    with pytest.raises(ProblemError, match="toy problems: 1_relu"):
+        resolve("toy/nope")
     ns: dict = {}
     exec(toys[3].code, ns)
     assert ns["get_init_inputs"]() == [0.5]
