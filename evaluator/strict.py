@@ -180,12 +180,12 @@ class SideEffectMonitor:
                 return
             path = os.fsdecode(path)
             if _SECRET_PATH.search(path):
-                self._block(f"read {path}")
+                self._block(f"tried to read {path}")
             writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool(
                 (flags or 0) & _WRITE_FLAGS
             )
             if writing and not self._allowed(path):
-                self._block(f"wrote {path}")
+                self._block(f"tried to write {path}")
         elif event in ("subprocess.Popen", "os.posix_spawn", "os.exec"):
             exe = os.fsdecode(args[0]) if args and args[0] else ""
             argv = args[1] if len(args) > 1 else None
@@ -195,17 +195,19 @@ class SideEffectMonitor:
             where = exe if os.sep in exe else (shutil.which(exe) or exe)
             names = {os.path.basename(exe), name} - {""} or {""}
             if names - _ALLOWED_TOOLS or (os.sep in where and self._allowed(os.path.realpath(where))):
-                self._block(f"started a process ({exe or name})")
+                self._block(f"tried to start a process ({exe or name})")
         elif event in ("os.system", "os.fork", "os.forkpty", "pty.spawn"):
-            self._block(f"{event}")
+            self._block(f"tried {event}")
         elif event in ("socket.connect", "socket.bind", "socket.sendto", "socket.getaddrinfo"):
-            self._block(f"network ({event})")
+            self._block(f"tried to use the network ({event})")
         elif event in _INTROSPECTION and self._from_candidate():
-            self._block(f"inspected the interpreter ({event}): frames and the garbage collector lead to the "
+            self._block(f"tried to inspect the interpreter ({event}): frames and the garbage collector lead to the "
                         "evaluator's own objects")  # fmt: skip
         elif (event == "object.__getattr__" and len(args) > 1 and args[1] in _FRAME_ATTRS
               and self._from_candidate()):  # fmt: skip
-            self._block(f"inspected the interpreter (.{args[1]}): frames lead to the evaluator's own objects")
+            self._block(
+                f"tried to inspect the interpreter (.{args[1]}): frames lead to the evaluator's own objects"
+            )
 
     def _from_candidate(self) -> bool:
         """Whether the code asking is the candidate's: the nearest caller outside the standard library
@@ -236,6 +238,8 @@ class SideEffectMonitor:
             self.active = was
 
     def _block(self, what: str) -> None:
+        """Record `what` the candidate tried and refuse it: the hook runs before the action, so nothing
+        was written, read or started (the record says "tried"); the candidate sees a PermissionError."""
         self.events.append(what)
         raise PermissionError(f"kb-agent evaluator: not allowed for a candidate: {what}")
 
