@@ -4,6 +4,7 @@ what tests check, what `text` and `terminal` render). Nothing here prints.
 
 from __future__ import annotations
 
+import statistics
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -90,6 +91,7 @@ def run_section(
     "fast_p_kernelbench"} over the problems left (None otherwise). `usage`: {"total": model calls,
     evaluations, turns and copied turns summed, "per_trajectory": one `metrics.usage` row per
     trajectory with its problem and sample}, counted over each trajectory's tree of turns.
+    `eval_seconds`: where the evaluations' wall time went (`eval_seconds_section`).
     """
     trajs = store.trajectories(run["id"])
     turns_of: dict[int, list[dict[str, Any]]] = defaultdict(list)
@@ -165,9 +167,29 @@ def run_section(
             "fast_p_kernelbench": figures["fast_p_kernelbench"],
         }
     section["usage"] = _usage(attempted, turns_of)
+    section["eval_seconds"] = eval_seconds_section(all_turns)
     section["outcomes"] = dict(Counter(t["outcome"] or "unfinished" for t in attempted).most_common())
     section["statuses"] = dict(Counter(turn["status"] or "pending" for turn in all_turns).most_common())
     return section
+
+
+# a turn's seconds columns (`Store.turn_summaries`, `rows.eval_seconds`) -> the stage they time
+EVAL_SECONDS = {"setup_s": "setup", "build_s": "build", "run_s": "run", "eval_s": "total"}
+
+
+def eval_seconds_section(turns: list[dict[str, Any]]) -> dict[str, Any]:
+    """Wall seconds per evaluation over the turns this run evaluated (a fork's copied turns and the
+    re-timing of each trajectory's best turn left out): {"evaluations": how many, and for each of
+    "setup" (the child's start and imports), "build" (import and extension builds), "run" (correctness
+    + timing, the GPU's work) and "total" (the whole evaluation): {"n": evaluations that reached the
+    stage, "median", "total"} in seconds (None where n is 0)}."""
+    evaluated = [t for t in turns if t.get("evaluation")]
+    out: dict[str, Any] = {"evaluations": len(evaluated)}
+    for column, stage in EVAL_SECONDS.items():
+        known = [float(t[column]) for t in evaluated if t.get(column) is not None]
+        out[stage] = {"n": len(known), "median": statistics.median(known) if known else None,
+                      "total": sum(known) if known else None}  # fmt: skip
+    return out
 
 
 def _usage(trajs: list[dict[str, Any]], turns_of: dict[int, list[dict[str, Any]]]) -> dict[str, Any]:

@@ -293,11 +293,27 @@ def costs_and_counts(s: dict[str, Any]) -> list[str]:
         f"cost: {fmt_num(cost['total'], True)} total, {fmt_num(cost['per_problem'], True)} per problem;"
         f"  GPU-seconds (correctness and timing stages): {fmt_num(gpu.get('total'))} total, "
         f"{fmt_num(gpu.get('per_problem'))} per problem",
+        eval_seconds_line(s),
         usage_line(s),
         f"outcomes: {counts(s['outcomes'])}",
         f"turn statuses: {counts(s['statuses'])}",
         _checks_line(s),
     ]
+
+
+def eval_seconds_line(s: dict[str, Any]) -> str:
+    """Where each evaluation's wall time went: the median and total seconds of its build, its GPU work
+    (correctness and timing stages), the child's start and the whole evaluation (`build.eval_seconds_section`)."""
+    e = s.get("eval_seconds") or {}
+    if not e.get("evaluations"):
+        return "evaluation seconds per turn: no evaluations"
+    n = lambda k: f"{k} evaluation{'s' if k != 1 else ''}"  # noqa: E731
+    if not e["total"]["n"]:
+        return f"evaluation seconds per turn: not recorded ({n(e['evaluations'])} without stage times)"
+    part = lambda label, d: f"{label} median {fmt_num(d['median'])} s (total {fmt_num(d['total'])} s)"  # noqa: E731
+    return (f"evaluation seconds per turn, {n(e['total']['n'])}: {part('build', e['build'])}, "
+            f"{part('GPU (correctness + timing)', e['run'])}, child start median {fmt_num(e['setup']['median'])} s, "
+            f"{part('whole evaluation', e['total'])}")  # fmt: skip
 
 
 def usage_line(s: dict[str, Any]) -> str:

@@ -15,7 +15,7 @@ import json
 import re
 from collections.abc import Callable, Sequence
 
-from kb_agent.agent.store.rows import now, verdict_columns
+from kb_agent.agent.store.rows import eval_seconds, now, verdict_columns
 from sqlite_utils import Database
 
 Migration = Callable[[Database], None]
@@ -313,6 +313,25 @@ def m012_turn_tree(db: Database) -> None:
     db.execute(
         "UPDATE turns SET depth = idx, parent_id = (SELECT p.id FROM turns p "
         "WHERE p.trajectory_id = turns.trajectory_id AND p.idx = turns.idx - 1)"
+    )
+
+
+@migration
+def m013_turn_eval_seconds(db: Database) -> None:
+    """Where a turn's evaluation spent its time (issue 13), as plain columns (`rows.eval_seconds`):
+    `turns.setup_s` (starting the child and its imports), `build_s` (importing the candidate, extension
+    builds included), `run_s` (correctness + timing: the evaluation's GPU work) and `eval_s` (the whole
+    evaluation), wall seconds as the parent measured them; NULL for a stage that never began. Turns
+    already evaluated are filled from their stored `EvalResult`'s `stages`."""
+    for col in ("setup_s", "build_s", "run_s", "eval_s"):
+        db["turns"].add_column(col, float)
+    rows = db.query("SELECT id, eval_json FROM turns WHERE eval_json IS NOT NULL")
+    values = []
+    for row in rows:
+        secs = eval_seconds(json.loads(row["eval_json"]))
+        values.append([secs["setup_s"], secs["build_s"], secs["run_s"], secs["eval_s"], row["id"]])
+    db.conn.executemany(
+        "UPDATE turns SET setup_s = ?, build_s = ?, run_s = ?, eval_s = ? WHERE id = ?", values
     )
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from kb_agent.agent.store.liveness import this_process
 from kb_agent.agent.store.migrations import migrate
-from kb_agent.agent.store.rows import decode, dumps, now, verdict_columns
+from kb_agent.agent.store.rows import GPU_STAGES, decode, dumps, eval_seconds, now, verdict_columns
 from kb_agent.problems.errors import KBAgentError
 from kb_agent.problems.problem import Problem
 from sqlite_utils import Database
@@ -42,8 +42,6 @@ OUTCOMES = (
 )
 EVAL_STATUSES = ("compile_error", "runtime_error", "timeout", "incorrect", "rejected", "correct")
 TURN_STATUSES = (*EVAL_STATUSES, "no_code", "model_error")
-# the evaluation stages that hold a GPU slot (EvalResult.stages): a turn's `gpu_s` is their wall seconds
-GPU_STAGES = ("correctness", "timing")
 
 # the packages whose versions a run records by default (read from metadata; nothing is imported)
 VERSIONED_PACKAGES = ("kb-agent", "torch", "triton", "litellm", "openai", "anthropic", "sqlite-utils")
@@ -492,7 +490,8 @@ class Store:
             status: an evaluator status (`compile_error`, `runtime_error`, `timeout`, `incorrect`,
                 `rejected`, `correct`), or `no_code`, or `model_error`.
             eval_result: the `EvalResult` as a dict (or the object itself; its `to_dict()` is used);
-                `correct`, `runtime_ms`, `ref_runtime_ms` (milliseconds) and `speedup` are copied from it.
+                `correct`, `runtime_ms`, `ref_runtime_ms` (milliseconds) and `speedup` are copied from it,
+                its stage seconds to `setup_s`, `build_s`, `run_s` and `eval_s` (`rows.eval_seconds`).
             feedback: the text rendered for the next turn.
         """
         status = str(status.value if isinstance(status, Enum) else status)
@@ -512,6 +511,7 @@ class Store:
                 "ref_runtime_ms": er.get("ref_runtime_ms"),
                 "speedup": er.get("speedup"),
                 **verdict_columns(status, eval_result),
+                **eval_seconds(eval_result),
                 "eval_json": dumps(dict(eval_result) if eval_result is not None else None),
                 "feedback": feedback,
                 "evaluated_at": now(),
@@ -635,7 +635,8 @@ class Store:
         idx, status, correct, speedup, retimed_speedup, retimed_repro_speedup, retimed_status,
         parity_status, failed_checks (a list, decoded; None when strict mode did not run), library_share,
         runtime_ms, ref_runtime_ms, tokens_in, tokens_out, cost_usd, latency_s, has_code, gpu_s (wall
-        seconds of the evaluation's GPU_STAGES, None when the turn was not evaluated), the tree's depth,
+        seconds of the evaluation's GPU_STAGES, None when the turn was not evaluated), setup_s, build_s,
+        run_s and eval_s (seconds, `rows.eval_seconds`), the tree's depth,
         parent_idx (None for a root) and copied_from, model_call (1: this run asked the model for it) and
         evaluation (1: this run evaluated it; a fork's copied turns are neither); ordered by trajectory
         then index. What reports and tables need."""
@@ -647,6 +648,7 @@ class Store:
                    turns.runtime_ms, turns.ref_runtime_ms, turns.tokens_in, turns.tokens_out,
                    turns.cost_usd, turns.latency_s, turns.code IS NOT NULL AS has_code,
                    turns.depth, turns.copied_from,
+                   turns.setup_s, turns.build_s, turns.run_s, turns.eval_s,
                    (SELECT p.idx FROM turns p WHERE p.id = turns.parent_id) AS parent_idx,
                    turns.copied_from IS NULL AND (turns.response IS NOT NULL
                        OR turns.status = 'model_error') AS model_call,

@@ -1,6 +1,6 @@
 """How values become column text in the store and back: timestamps, JSON columns, and the plain turn
 columns derived from an `EvalResult` (its verdict under KernelBench's rules, the strict checks it failed,
-its library share)."""
+its library share, the seconds its stages took)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,11 @@ JSON_COLUMNS = {
     "turns": ("messages", "eval_json", "llm_json", "retimed_json", "failed_checks"),
     "rescores": ("eval_json", "failed_checks"),
 }
+
+
+# the evaluation stages that hold a GPU slot (EvalResult.stages): a turn's `run_s` (and `gpu_s` in
+# `Store.turn_summaries`) is their wall seconds
+GPU_STAGES = ("correctness", "timing")
 
 
 def now() -> str:
@@ -105,4 +110,36 @@ def verdict_columns(status: str, eval_result: Mapping[str, Any] | None) -> dict[
     }
 
 
-__all__ = ["JSON_COLUMNS", "decode", "dumps", "library_share", "now", "verdict_columns"]
+def eval_seconds(eval_result: Mapping[str, Any] | None) -> dict[str, float | None]:
+    """The plain turn columns of an evaluation's wall seconds, from an `EvalResult` dict's `stages` (what
+    the parent saw each stage take; `evaluator.runner`).
+
+    Returns:
+        `setup_s`: starting the child (spawned, or forked from a warm worker) and its imports;
+        `build_s`: the build stage (importing the candidate, its extension builds included);
+        `run_s`: the GPU_STAGES (correctness + timing) summed, the seconds the evaluation's own GPU work
+            took; None when neither began (a compile error);
+        `eval_s`: the whole evaluation (`stages["total"]`).
+        Each None when that stage never began, all None without an evaluation or stage times.
+    """
+    stages = (eval_result or {}).get("stages") or {}
+    ran = [float(stages[s]) for s in GPU_STAGES if stages.get(s) is not None]
+    as_float = lambda key: None if stages.get(key) is None else float(stages[key])  # noqa: E731
+    return {
+        "setup_s": as_float("setup"),
+        "build_s": as_float("build"),
+        "run_s": sum(ran) if ran else None,
+        "eval_s": as_float("total"),
+    }
+
+
+__all__ = [
+    "GPU_STAGES",
+    "JSON_COLUMNS",
+    "decode",
+    "dumps",
+    "eval_seconds",
+    "library_share",
+    "now",
+    "verdict_columns",
+]
