@@ -8,7 +8,15 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from kb_agent.evaluator.result import CorrectnessInfo, EvalResult, ProfileInfo, Status, TrialResult
+from kb_agent.evaluator.result import (
+    CorrectnessInfo,
+    EvalResult,
+    NcuInfo,
+    NcuKernel,
+    ProfileInfo,
+    Status,
+    TrialResult,
+)
 from kb_agent.evaluator.settings import TOLERANCES
 from kb_agent.problems import Problem
 from kb_agent.prompts import example_parts, render
@@ -19,6 +27,11 @@ MAX_LOG_CHARS = 3000  # compile log excerpt when there are no parsed errors
 MAX_OUTPUT_CHARS = 2000  # tail of the candidate's stderr/stdout shown with a runtime error
 MAX_FAILED_TRIALS = 3  # correctness trials described in detail
 MAX_KERNELS = 8  # profile rows shown
+MAX_NCU_KERNELS = 4  # kernels shown with their Nsight Compute figures
+# speed of light bands, % of peak (Nsight Compute's own guidance, its SpeedOfLight section's rule: a kernel
+# under 60% of peak in both memory and compute has latency issues; 80% and over is close to the roof)
+SOL_LATENCY_PCT = 60.0
+SOL_ROOF_PCT = 80.0
 
 _DTYPES = {"fp32": "torch.float32", "fp16": "torch.float16", "bf16": "torch.bfloat16"}
 _BACKEND_NAMES = {"cuda": "CUDA", "triton": "Triton"}
@@ -66,6 +79,7 @@ COMPONENTS = (
     "speed_of_light",  # % of peak memory bandwidth and compute (from Nsight Compute, when it ran)
     "hints",  # the advice paragraph of each status (prompts/templates/hint_<status>.txt)
 )
+NCU_COMPONENTS = frozenset({"ncu", "speed_of_light"})  # the components Nsight Compute's pass feeds
 RECIPES = {
     "minimal": ("compile_log", "diff_stats", "timing"),
     "standard": ("compile_log", "diff_stats", "diagnosis", "timing", "profile", "hints"),
@@ -91,6 +105,12 @@ def parse_recipe(spec: str | Iterable[str]) -> frozenset[str]:
                 + ", ".join(COMPONENTS)
             )
     return frozenset(chosen)
+
+
+def needs_ncu(recipe: str | Iterable[str]) -> bool:
+    """Whether a recipe shows Nsight Compute's figures (`ncu` or `speed_of_light`), so that the evaluator
+    must run its pass (`EvalSettings.ncu`). Raises ValueError for an unknown recipe (`parse_recipe`)."""
+    return bool(parse_recipe(recipe) & NCU_COMPONENTS)
 
 
 def feedback_for(
@@ -137,8 +157,8 @@ def feedback_for(
             "GPU kernels in one forward of your module:\n" + profile_table(result.profile)
             if "profile" in parts
             else "",
-            ncu_summary(getattr(result, "ncu", None)) if "ncu" in parts else "",
-            speed_of_light(getattr(result, "ncu", None)) if "speed_of_light" in parts else "",
+            ncu_summary(result.ncu) if "ncu" in parts else "",
+            speed_of_light(result.ncu, alone="ncu" not in parts) if "speed_of_light" in parts else "",
         ]
     if "hints" in parts and kind != "unchecked":
         backend = _BACKEND_NAMES.get(result.backend or "", "custom")
@@ -291,19 +311,109 @@ def timing_line(result: EvalResult) -> str:
     )
 
 
-def ncu_summary(ncu: object | None) -> str:
-    """Nsight Compute's figures for the custom kernels, compactly; one line saying it was not run when
-    there are none (today: always; the profiling pass and its place in the EvalResult are to come, and this
-    is where they will be rendered)."""
-    if not ncu:
+def ncu_summary(ncu: NcuInfo | None, limit: int = MAX_NCU_KERNELS) -> str:
+    """Nsight Compute's figures per custom kernel, three or four lines each: duration and launch shape;
+    DRAM bandwidth (% of peak, GB/s), SM throughput and L2 hit rate; achieved and theoretical occupancy,
+    registers per thread and shared memory per block; the top warp stalls (their cycles of those between
+    a warp's two issued instructions, the first one explained). One line when the pass was not run or measured nothing (`NcuInfo.message`)."""
+    if ncu is None:
         return "Nsight Compute: not run."
-    return f"Nsight Compute:\n{ncu}"
+    if ncu.status != "ok" or not ncu.kernels:
+        return ncu.message or f"Nsight Compute: {ncu.status}."
+    forwards = f"{ncu.forwards} forwards" if (ncu.forwards or 1) > 1 else "one forward"
+    out = [f"Nsight Compute, your kernels in {forwards} (clocks not locked: figures vary by a few %):"]
+    for k in ncu.kernels[:limit]:
+        shape = f" (grid {_dims(k.grid)}, block {_dims(k.block)})" if k.grid and k.block else ""
+        times = f" each, {k.launches} launches" if k.launches > 1 else ""
+        out.append(f"- {_clip(k.name, 70)}{shape}: {_fig(k.duration_us, '{:.1f}')} us{times}")
+        gbs = f" ({k.dram_gbs:.0f} GB/s)" if k.dram_gbs is not None else ""
+        out.append(f"  DRAM {_pct(k.dram_pct)} of peak{gbs}, SM throughput {_pct(k.compute_pct)}, "
+                   f"L2 hit rate {_pct(k.l2_hit_pct)}")  # fmt: skip
+        theory = f" (theoretical {_pct(k.theoretical_occupancy_pct)})" if k.theoretical_occupancy_pct else ""
+        out.append(f"  occupancy {_pct(k.occupancy_pct)}{theory}, {_fig(k.registers, '{}')} registers/thread, "
+                   f"{_fig(k.shared_bytes, '{}')} B shared memory/block")  # fmt: skip
+        if k.stalls:
+            (top, v), *rest = k.stalls
+            gloss = f" ({STALL_MEANING[top]})" if top in STALL_MEANING else ""
+            more = "".join(f", {r} {x:.1f}" for r, x in rest)
+            of = (
+                f"of the {k.issue_cycles:.1f} cycles between a warp's instructions"
+                if k.issue_cycles
+                else "cycles"
+            )
+            out.append(f"  top warp stalls ({of}): {top} {v:.1f}{gloss}{more}")
+    if len(ncu.kernels) > limit:
+        out.append(f"(... {len(ncu.kernels) - limit} more kernels)")
+    return "\n".join(out)
 
 
-def speed_of_light(ncu: object | None) -> str:
-    """Where the kernels sit on the roofline (% of peak DRAM bandwidth and of compute), from Nsight
-    Compute; "" when it was not run (its own line says so)."""
-    return ""
+# what a warp stall reason means (Nsight Compute's Kernel Profiling Guide, "Warp Scheduler States")
+STALL_MEANING = {
+    "long_scoreboard": "waiting on global/local memory",
+    "short_scoreboard": "waiting on shared memory or special math",
+    "barrier": "waiting at a block barrier",
+    "membar": "waiting at a memory barrier",
+    "mio_throttle": "shared-memory/special-math queue full",
+    "lg_throttle": "global/local memory queue full",
+    "tex_throttle": "texture queue full",
+    "math_pipe_throttle": "a math pipe is busy",
+    "wait": "a fixed-latency dependency",
+    "not_selected": "ready, another warp issued",
+    "no_instruction": "no instruction fetched (cache miss, branch)",
+    "drain": "draining memory writes at exit",
+    "dispatch_stall": "the dispatcher stalled",
+    "imc_miss": "constant cache miss",
+    "branch_resolving": "resolving a branch",
+    "sleeping": "sleeping",
+    "gmma": "waiting on warpgroup MMA (wgmma)",
+    "misc": "miscellaneous",
+}
+
+
+def speed_of_light(ncu: NcuInfo | None, alone: bool = False) -> str:
+    """Where each custom kernel sits against the roofline: memory and compute throughput as % of peak
+    (Nsight Compute's speed of light) and what that makes it (latency-, memory- or compute-bound, and
+    how close to the roof). When there are no figures: "" (the `ncu` component's line says why), or that
+    line itself with `alone` (the recipe shows speed_of_light without ncu)."""
+    if ncu is None or ncu.status != "ok" or not ncu.kernels:
+        return ncu_summary(ncu) if alone else ""
+    out = ["Speed of light (% of the GPU's peak memory and compute throughput, Nsight Compute):"]
+    for k in ncu.kernels[:MAX_NCU_KERNELS]:
+        out.append(f"- {_clip(k.name, 70)}: memory {_pct(k.memory_pct)}, compute {_pct(k.compute_pct)}: "
+                   + roofline_verdict(k))  # fmt: skip
+    return "\n".join(out)
+
+
+def roofline_verdict(k: NcuKernel) -> str:
+    """A kernel's place on the roofline in words, from its speed-of-light figures (SOL_* bands)."""
+    mem, comp = k.memory_pct, k.compute_pct
+    if mem is None or comp is None:
+        return "not measured"
+    if max(mem, comp) < SOL_LATENCY_PCT:
+        return ("latency-bound (neither is busy): expose more parallelism (more blocks or warps, more "
+                "independent work per thread) or remove the stalls")  # fmt: skip
+    if mem >= comp:
+        if mem >= SOL_ROOF_PCT:
+            return (
+                "memory-bound, near the roof: only moving fewer bytes (fusion, reuse, narrower types) helps"
+            )
+        return "memory-bound, below the roof: coalesce and vectorize the accesses"
+    if comp >= SOL_ROOF_PCT:
+        return "compute-bound, near the roof: do less work per output, or use tensor cores"
+    return "compute-bound, below the roof: cut instructions per element, raise occupancy"
+
+
+def _pct(x: float | None) -> str:
+    return "?" if x is None else f"{x:.0f}%"
+
+
+def _fig(x: float | None, fmt: str) -> str:
+    return "?" if x is None else fmt.format(x)
+
+
+def _dims(text: str | None) -> str:
+    """ncu's "(4096, 1, 1)" as "4096x1x1"."""
+    return re.sub(r"\s*,\s*", "x", (text or "").strip().strip("()").strip()) or "?"
 
 
 def cuda_unchecked(result: EvalResult) -> bool:
@@ -420,8 +530,10 @@ __all__ = [
     "feedback_for",
     "initial_messages",
     "ncu_summary",
+    "needs_ncu",
     "parse_recipe",
     "profile_table",
+    "roofline_verdict",
     "speed_of_light",
     "timing_line",
     "trim_log",

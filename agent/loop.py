@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kb_agent.agent.extract import extract_code
-from kb_agent.agent.feedback import feedback_for, initial_messages, parse_recipe
+from kb_agent.agent.feedback import feedback_for, initial_messages, needs_ncu, parse_recipe
 from kb_agent.agent.llm import LLM, LLMError, LLMReply
 from kb_agent.agent.store import SharedStore, Store, StoreError, running_elsewhere
 from kb_agent.evaluator import Evaluator
@@ -149,13 +149,15 @@ class SolveConfig:
 
     def eval_settings(self) -> EvalSettings:
         """The evaluator settings this config implies (backend, device, precision, strict, sandbox,
-        stage limits; KernelBench's defaults for the rest). Raises ValueError for a bad value."""
+        stage limits; Nsight Compute's pass when the feedback recipe shows it, `needs_ncu`; KernelBench's
+        defaults for the rest). Raises ValueError for a bad value."""
         try:
             limits = StageLimits.parse(self.stage_limits) if self.stage_limits else StageLimits()
         except ValueError as e:
             raise ValueError(f"stage limits: {e}") from None
         return EvalSettings(backend=self.backend, device=self.device, precision=self.precision,
-                            strict=self.strict, sandbox=self.sandbox, limits=limits)  # fmt: skip
+                            strict=self.strict, sandbox=self.sandbox, limits=limits,
+                            ncu=needs_ncu(self.feedback))  # fmt: skip
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SolveConfig:

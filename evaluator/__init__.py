@@ -40,7 +40,8 @@ def retime(problem: Problem, candidate_source: str, settings: EvalSettings | Non
     """Re-time a candidate already found correct (a trajectory's best turn, against the winner's curse) in a
     fresh, isolated child, with the reproducible figure on.
 
-    The whole evaluation runs again under `settings` (default `EvalSettings()`), with `repro_timing=True`:
+    The whole evaluation runs again under `settings` (default `EvalSettings()`), with `repro_timing=True`
+    (and `ncu=False`: a re-timing shows no feedback):
     build (an identical source reuses its cached build), correctness trials and strict checks, so a
     candidate that is no longer correct gets its honest status, not a speed. Returns that `EvalResult`:
     `result.timing.repro_speedup` is the re-timed figure (reference ms / candidate ms, median over
@@ -51,7 +52,7 @@ def retime(problem: Problem, candidate_source: str, settings: EvalSettings | Non
     Raises:
         ValueError: `settings` are invalid (as `EvalSettings` raises).
     """
-    s = dataclasses.replace(settings or EvalSettings(), repro_timing=True)
+    s = dataclasses.replace(settings or EvalSettings(), repro_timing=True, ncu=False)  # no feedback to show
     return evaluate(problem, candidate_source, s)
 
 

@@ -176,6 +176,47 @@ class ProfileInfo:
 
 
 @dataclass
+class NcuKernel:
+    """One custom kernel as Nsight Compute measured it (`evaluator.ncu`): the mean over its profiled
+    launches of each figure; None where ncu did not report that metric. Clocks are not locked
+    (`--clock-control none`), so the figures are those of the GPU as it runs, within a few %."""
+
+    name: str  # the kernel's function name, without parameters (demangled)
+    launches: int = 1  # launches of this kernel that ncu profiled
+    grid: str | None = None  # "(4096, 1, 1)"
+    block: str | None = None  # "(256, 1, 1)"
+    duration_us: float | None = None  # gpu__time_duration.sum, per launch, µs
+    memory_pct: float | None = None  # speed of light, memory: gpu__compute_memory_throughput, % of peak
+    compute_pct: float | None = None  # speed of light, compute: sm__throughput, % of peak
+    dram_pct: float | None = None  # dram__throughput, % of peak
+    dram_gbs: float | None = None  # dram__bytes.sum.per_second, GB/s (1e9 bytes)
+    l2_hit_pct: float | None = None  # lts__t_sector_hit_rate.pct
+    occupancy_pct: float | None = None  # achieved: sm__warps_active, % of peak sustained active
+    theoretical_occupancy_pct: float | None = None  # sm__maximum_warps_per_active_cycle_pct
+    registers: int | None = None  # launch__registers_per_thread
+    shared_bytes: int | None = None  # per block, static + dynamic (launch__shared_mem_per_block_*)
+    issue_cycles: float | None = None  # a warp's cycles between two issued instructions (all stall reasons)
+    stalls: list[list] = field(default_factory=list)  # [[reason, its share of issue_cycles], ...], top first
+
+
+@dataclass
+class NcuInfo:
+    """Nsight Compute's pass over a correct candidate's custom kernels (`evaluator.ncu`): a child of its
+    own under `ncu`, never the timed run. `status`: "ok" (kernels measured), "no_kernels" (none of the
+    candidate's kernels was profiled), "unavailable" (no ncu), "denied" (GPU performance counters not
+    permitted: ERR_NVGPUCTRPERM), "timeout" (past `EvalSettings.ncu_s`) or "error"; `message` is the one
+    line the feedback shows when it is not "ok"."""
+
+    status: str = "ok"
+    message: str = ""
+    kernels: list[NcuKernel] = field(default_factory=list)  # by total duration, longest first
+    library_skipped: int = 0  # profiled launches of library kernels left out (PyTorch, cuBLAS, cuDNN, ...)
+    forwards: int | None = None  # forwards of the candidate in the profiled range
+    seconds: float | None = None  # wall seconds of the whole pass, ncu's start to its report
+    options: list[str] = field(default_factory=list)  # the ncu options used
+
+
+@dataclass
 class HardwareInfo:
     device: str = "cpu"
     gpu_name: str | None = None
@@ -208,6 +249,7 @@ class EvalResult:
     correctness: CorrectnessInfo = field(default_factory=CorrectnessInfo)
     timing: TimingInfo = field(default_factory=TimingInfo)
     profile: ProfileInfo | None = None
+    ncu: NcuInfo | None = None  # Nsight Compute's pass, when EvalSettings.ncu asked for it
     hardware: HardwareInfo = field(default_factory=HardwareInfo)
     stages: dict[str, float] = field(default_factory=dict)  # wall seconds per stage, seen by the parent
     stdout: str = ""  # the candidate's output, truncated

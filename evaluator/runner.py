@@ -235,6 +235,14 @@ def evaluate(problem: Problem, candidate_source: str, settings: EvalSettings) ->
         result.ref_runtime_ms = result.timing.reference.mean_ms
         result.runtime_ms = result.timing.candidate.mean_ms
         result.speedup = result.timing.speedup
+    if settings.ncu and result.status == Status.CORRECT and settings.device != "cpu":
+        from kb_agent.evaluator.ncu import profile_candidate  # a pass of its own, never the timed run
+
+        try:
+            result.ncu = profile_candidate(problem, candidate_source, settings, build_root)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        result.stages["ncu"] = result.ncu.seconds or 0.0
     result.stages["total"] = time.perf_counter() - t_start
     shutil.rmtree(workdir, ignore_errors=True)
     return result
@@ -374,6 +382,89 @@ def run_child(
         os.close(sweep_r)
     leftovers = int(swept) if done is not None and swept.isdigit() else 0
     return ChildOutcome(done, stage, timed_out, memory_stage, proc.returncode, out, err, leftovers, forged)
+
+
+def run_wrapped(
+    wrapper: list[str],
+    job: dict,
+    settings: EvalSettings,
+    workdir: Path,
+    build_root: Path,
+    on_event,
+    stages: dict[str, float],
+    limit_s: float,
+) -> ChildOutcome:
+    """`run_child` under a wrapper command (Nsight Compute's `ncu OPTIONS`, `evaluator.ncu`): always a
+    freshly spawned `wrapper + [python -m kb_agent.evaluator.worker ...]` in a session of its own, whose
+    worker is told its parent pid is 0 (the wrapper, not this process, is its parent). One wall-clock
+    limit, `limit_s` seconds from the spawn, holds for the whole run (then `timed_out`); before it, the
+    wrapper is waited for after the worker's verdict (a profiler writes its report when its target has
+    exited). The memory limit and the result channel are `run_child`'s. Never raises for what the child
+    or the wrapper does; an interrupt kills the group and is raised."""
+    job_path = workdir / "job.json"
+    job_path.write_text(json.dumps(job))
+    r_fd, w_fd = os.pipe()
+    key_r, key_w = os.pipe()
+    sweep_r, sweep_w = os.pipe()
+    key, end = secrets.token_bytes(32), time.perf_counter() + limit_s
+    worker = [sys.executable, "-m", "kb_agent.evaluator.worker", str(w_fd), str(job_path), str(key_r), "0",
+              str(sweep_w)]  # fmt: skip
+    out_f, err_f = open(workdir / "stdout.txt", "w+b"), open(workdir / "stderr.txt", "w+b")
+    memory_stage, expired = None, threading.Event()
+    try:
+        proc = subprocess.Popen([*wrapper, *worker], cwd=workdir, env=child_env(settings, workdir, build_root),
+                                stdin=subprocess.DEVNULL, stdout=out_f, stderr=err_f,
+                                pass_fds=(w_fd, key_r, sweep_w), start_new_session=True)  # fmt: skip
+    except OSError as e:
+        for fd in (r_fd, w_fd, key_r, key_w, sweep_r, sweep_w):
+            os.close(fd)
+        out_f.close()
+        err_f.close()
+        return ChildOutcome(None, "setup", False, None, None, "", f"could not start {wrapper[0]}: {e}", 0)
+    # past the limit the wrapper goes first: the worker dies with it (die_with_parent), and its supervising
+    # half sweeps what it started; _kill_group takes the rest
+    timer = threading.Timer(limit_s, lambda: (expired.set(), proc.kill(), _kill_group(proc)))
+    with _LIVE_LOCK:
+        _LIVE.add(proc)
+    try:
+        for fd in (w_fd, key_r, sweep_w):
+            os.close(fd)
+        os.write(key_w, key)
+        os.close(key_w)
+        timer.start()
+        limits = dict.fromkeys(_LIMIT_NAMES, limit_s)
+        try:
+            done, stage, _, forged = _watch(
+                proc, r_fd, on_event, stages, limits, settings.max_memory_gb * 2**30, key
+            )
+        except MemoryExceeded as e:
+            done, stage, memory_stage, forged = None, e.args[0], e.args[0], 0
+        try:
+            proc.wait(timeout=max(0.0, end - time.perf_counter()))
+        except subprocess.TimeoutExpired:
+            expired.set()
+            proc.kill()
+    except BaseException:
+        _kill_group(proc)
+        raise
+    finally:
+        timer.cancel()
+        os.close(r_fd)
+        with _LIVE_LOCK:
+            _LIVE.discard(proc)
+        _kill_group(proc)
+        with out_f, err_f:
+            out, err = _read(out_f, settings.max_output_chars), _read(err_f, settings.max_output_chars)
+        os.set_blocking(sweep_r, False)
+        try:
+            swept = os.read(sweep_r, 64).decode(errors="replace").strip()
+        except BlockingIOError:
+            swept = ""
+        os.close(sweep_r)
+    leftovers = int(swept) if done is not None and swept.isdigit() else 0
+    return ChildOutcome(
+        done, stage, expired.is_set(), memory_stage, proc.returncode, out, err, leftovers, forged
+    )
 
 
 class MemoryExceeded(Exception):

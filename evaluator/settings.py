@@ -101,6 +101,11 @@ class EvalSettings:
         repro_min_trials, repro_max_trials: pairs (one reference and one candidate call each) timed at
             least (unless `repro_max_s` runs out first, never below 6 pairs) and at most.
         repro_max_s: wall seconds for the pairs, both models together (issue 11: at most 2 s a model).
+        ncu: after a correct evaluation on a GPU, profile the candidate's custom kernels with Nsight
+            Compute in a child of their own (`evaluator.ncu`; never the timed run). The agent turns it
+            on when the feedback recipe has `ncu` or `speed_of_light`; off by default (it costs seconds).
+        ncu_s: wall seconds for that whole pass, ncu's start to its report (120: a few sections over a
+            few kernels take 5-30 s; a first Triton compile or a cold extension build adds to it).
     """
 
     backend: str = "auto"
@@ -131,6 +136,8 @@ class EvalSettings:
     repro_min_trials: int = 30
     repro_max_trials: int = 10000
     repro_max_s: float = 4.0
+    ncu: bool = False
+    ncu_s: float = 120.0
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -143,6 +150,8 @@ class EvalSettings:
             raise ValueError(
                 f"unknown repro_method {self.repro_method!r}; choose one of {', '.join(REPRO_METHODS)}"
             )
+        if not self.ncu_s > 0:
+            raise ValueError(f"ncu_s must be a positive number of seconds (got {self.ncu_s})")
         if not (self.repro_target_rse > 0 and self.repro_max_s > 0):
             raise ValueError("repro_target_rse and repro_max_s must be positive numbers")
         if not 1 <= self.repro_min_trials <= self.repro_max_trials:

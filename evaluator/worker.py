@@ -9,6 +9,12 @@ JSON object per line (see `Channel`):
     {"event": "strict", "strict": {...}}                        strict mode's facts (checks, parity status)
     {"event": "done", "status": ..., "message": ...}            the outcome KernelBench's rules give
 
+A job's "mode" picks what runs: an evaluation (none), "check_problem", "baseline", "build" (phase 1 of a
+split evaluation: the candidate imported, and so built, with no GPU visible; `stages.build.prebuild`), or
+"ncu_profile" (the candidate's forwards under Nsight Compute, `evaluator.ncu`; PARENT_PID is 0 there: ncu
+is the parent). A job may also name the CPUs to run on ("cores") and variables to set ("env", after the
+sandbox is applied: the build child's CUDA_VISIBLE_DEVICES="" and TORCH_CUDA_ARCH_LIST).
+
 The parent decides the status from these facts and the child's fate (`evaluator.judge`). The stages
 themselves live in `evaluator.stages`, the evaluation's state in `evaluator.context`.
 
@@ -91,7 +97,7 @@ def confine(job: dict) -> dict | None:
 
 
 def main(argv: list[str]) -> None:
-    die_with_parent(int(argv[4]))
+    die_with_parent(int(argv[4]) or os.getppid())  # 0: started under a wrapper (ncu), its parent
     # what the candidate starts ends with the evaluation
     supervise(close_fds=(int(argv[1]), int(argv[3])), report_fd=int(argv[5]) if len(argv) > 5 else None)
     faulthandler.enable()  # a segfault prints the Python stack to the captured stderr
@@ -120,6 +126,10 @@ def main(argv: list[str]) -> None:
                 "hardware", hardware=dataclasses.asdict(hardware_record(ev.device, ev.settings.precision))
             )
             baseline.run(ev, job.get("compile_mode", "default"))
+        elif job.get("mode") == "ncu_profile":  # Nsight Compute's pass over a correct candidate
+            from kb_agent.evaluator.stages import ncu_profile
+
+            ncu_profile.run(Evaluation(job, chan), job.get("warmup", 2), job.get("forwards", 1))
         else:
             Evaluation(job, chan).run()
     except BaseException as e:  # noqa: BLE001 - the evaluator's own failure must still reach the parent
