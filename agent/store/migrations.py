@@ -319,7 +319,7 @@ def m012_turn_tree(db: Database) -> None:
 @migration
 def m013_turn_eval_seconds(db: Database) -> None:
     """Where a turn's evaluation spent its time (issue 13), as plain columns (`rows.eval_seconds`):
-    `turns.setup_s` (starting the child and its imports), `build_s` (importing the candidate, extension
+    `turns.setup_s` (starting the child, spawned or forked, and its setup stage), `build_s` (importing the candidate, extension
     builds included), `run_s` (correctness + timing: the evaluation's GPU work) and `eval_s` (the whole
     evaluation), wall seconds as the parent measured them; NULL for a stage that never began. Turns
     already evaluated are filled from their stored `EvalResult`'s `stages`."""

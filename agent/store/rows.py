@@ -115,7 +115,8 @@ def eval_seconds(eval_result: Mapping[str, Any] | None) -> dict[str, float | Non
     the parent saw each stage take; `evaluator.runner`).
 
     Returns:
-        `setup_s`: starting the child (spawned, or forked from a warm worker) and its imports;
+        `setup_s`: starting the child: spawning it or forking it from the warm worker (the seconds of
+            `child_start`, where the result has them) and its setup stage (a spawned child's imports);
         `build_s`: the build stage (importing the candidate, its extension builds included);
         `run_s`: the GPU_STAGES (correctness + timing) summed, the seconds the evaluation's own GPU work
             took; None when neither began (a compile error);
@@ -125,8 +126,10 @@ def eval_seconds(eval_result: Mapping[str, Any] | None) -> dict[str, float | Non
     stages = (eval_result or {}).get("stages") or {}
     ran = [float(stages[s]) for s in GPU_STAGES if stages.get(s) is not None]
     as_float = lambda key: None if stages.get(key) is None else float(stages[key])  # noqa: E731
+    start = ((eval_result or {}).get("child_start") or {}).get("seconds")
+    setup = as_float("setup")
     return {
-        "setup_s": as_float("setup"),
+        "setup_s": None if setup is None else setup + float(start or 0.0),
         "build_s": as_float("build"),
         "run_s": sum(ran) if ran else None,
         "eval_s": as_float("total"),

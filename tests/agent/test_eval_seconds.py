@@ -32,6 +32,8 @@ def test_the_columns_are_the_stage_seconds_and_none_for_a_stage_never_begun():
     assert eval_seconds({"stages": STAGES}) == {"setup_s": 3.0, "build_s": 20.0, "run_s": 5.0, "eval_s": 28.5}
     compile_error = {"stages": {"setup": 3.0, "build": 9.0, "total": 12.1}}
     assert eval_seconds(compile_error) == {"setup_s": 3.0, "build_s": 9.0, "run_s": None, "eval_s": 12.1}
+    forked = {"stages": {**STAGES, "setup": 0.01}, "child_start": {"method": "fork", "seconds": 0.04}}
+    assert eval_seconds(forked)["setup_s"] == pytest.approx(0.05)  # the fork itself is not a stage
     nothing = {"setup_s": None, "build_s": None, "run_s": None, "eval_s": None}
     assert eval_seconds(None) == nothing and eval_seconds({"stages": {}}) == nothing
 
