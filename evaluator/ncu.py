@@ -319,6 +319,9 @@ def profile_candidate(
         child = run_wrapped([exe, *options], job, child_settings, workdir, build_root,
                             lambda m: parts.update({m["event"]: m}), {}, settings.ncu_s)  # fmt: skip
         info = _outcome(exe, report, child, parts, t0, settings.ncu_s, names)
+        if info.status != "ok":
+            info.detail = _tail(report.with_name(report.name + ".log"), child.stderr)
+            log.info("Nsight Compute's pass: %s\n%s", info.message, info.detail)
     except Exception as e:  # noqa: BLE001 - the pass is feedback: a bug of ours must not fail the evaluation
         log.warning("Nsight Compute's pass failed", exc_info=True)
         info = NcuInfo(
@@ -354,9 +357,18 @@ def _outcome(exe: str, report: Path, child, parts: dict, t0: float, limit_s: flo
         first = (done.get("message") or "").strip().splitlines()[:1]
         return NcuInfo(status="error", message="Nsight Compute: the profiled run failed: "
                        + (first[0][:200] if first else str(done.get("status"))))  # fmt: skip
-    ended = "did not finish" if child.done is None else "ended"
+    ended = "ended without a verdict or" if child.done is None else "finished without"
     return failure(said) or NcuInfo(status="error", message=f"Nsight Compute failed: the profiled process "
-                                    f"{ended} without a report.")  # fmt: skip
+                                    f"{ended} a report.")  # fmt: skip
+
+
+def _tail(log_path: Path, stderr: str, lines: int = 12) -> str:
+    """The last `lines` lines of ncu's own log and of the child's stderr."""
+    own = log_path.read_text(errors="replace") if log_path.is_file() else ""
+    parts = [("ncu: ", own), ("stderr: ", stderr)]
+    return "\n".join(
+        label + "\n".join(text.strip().splitlines()[-lines:]) for label, text in parts if text.strip()
+    )
 
 
 def _import(exe: str, rep: Path, timeout_s: float, limit_s: float, names) -> NcuInfo:

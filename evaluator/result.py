@@ -214,6 +214,7 @@ class NcuInfo:
     forwards: int | None = None  # forwards of the candidate in the profiled range
     seconds: float | None = None  # wall seconds of the whole pass, ncu's start to its report
     options: list[str] = field(default_factory=list)  # the ncu options used
+    detail: str = ""  # when not "ok": the last lines of ncu's messages and the child's stderr, for people
 
 
 @dataclass

@@ -64,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"=== {name} on {problem}: {r.status}, speedup {r.speedup}; ncu {r.ncu.status if r.ncu else None} "
               f"in {ncu_s if ncu_s is None else round(ncu_s, 1)} s (evaluation in all {r.stages.get('total', 0):.1f} s)")  # fmt: skip
         print(part)
+        if r.ncu and r.ncu.detail:
+            print(f"(detail, for people: {r.ncu.detail})")
         print(f"--- the ncu part: {len(part)} characters, {'' if exact else '~'}{n_tok} tokens; the whole "
               f"feedback (recipe full): {len(full)} characters, {'' if exact else '~'}{full_tok} tokens\n")  # fmt: skip
         lines.append({"kernel": name, "problem": problem, "status": str(r.status), "speedup": r.speedup,

@@ -303,6 +303,9 @@ def test_counters_not_permitted_is_one_line(fake_ncu, tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_NCU_MODE", "denied")
     info, seconds = _profile(tmp_path)
     assert info.status == "denied" and "ERR_NVGPUCTRPERM" in info.message and "\n" not in info.message
+    assert (
+        "ncu: ==WARNING==" in info.detail and "ERR_NVGPUCTRPERM" in info.detail
+    )  # for people, not the model
     assert info.options[:2] == ["--clock-control", "none"] and seconds < 30
 
 
@@ -322,7 +325,7 @@ def test_the_whole_pass_runs_the_worker_under_the_wrapper(fake_ncu, tmp_path, mo
     monkeypatch.setenv("FAKE_NCU_MODE", "ok")
     info, seconds = _profile(tmp_path)
     print(f"\nfake pass: {seconds:.1f} s, {info.status}: {info.message}")
-    assert info.status == "ok", info.message
+    assert info.status == "ok", f"{info.message}\n{info.detail}"
     assert info.forwards == 1 and info.kernels[0].name == "relu_k" and info.seconds > 0
 
 
@@ -338,10 +341,11 @@ def test_the_real_pass_on_a_relu(kb_dataset, name):
     text = feedback_for(r, recipe="full")
     print(f"\n{name}: ncu {r.ncu.status} in {r.stages.get('ncu', 0):.1f} s (evaluation {r.stages['total']:.1f} s), "
           f"{len(text)} characters of feedback\n{ncu_summary(r.ncu)}\n{speed_of_light(r.ncu)}")  # fmt: skip
-    assert r.ncu is not None and r.ncu.status == "ok", r.ncu and r.ncu.message
+    assert r.ncu is not None and r.ncu.status == "ok", r.ncu and f"{r.ncu.message}\n{r.ncu.detail}"
     (k,) = r.ncu.kernels
     assert k.name.startswith("relu_kernel") and r.ncu.library_skipped == 0 and r.ncu.forwards == 1
-    assert 1 < k.duration_us < 5000 and 30 < k.memory_pct <= 100 and k.compute_pct < 60
+    # 1/19 moves 2 x 6.4 GB: about 3 ms at the H200's 4.8 TB/s peak
+    assert 1000 < k.duration_us < 20000 and 30 < k.memory_pct <= 100 and k.compute_pct < 60
     assert 500 < k.dram_gbs < 5500  # the H200's HBM3e peaks at 4.8 TB/s
     assert 0 < k.occupancy_pct <= 105 and 0 < k.registers <= 255 and k.stalls
     assert 0 < r.ncu.seconds < 120
