@@ -32,14 +32,22 @@ KERNELS = {
 DEFAULT = "cuda_relu,l1_p23_softmax,l2_p40_matmul_scale_residual"
 
 
-def tokens(text: str) -> tuple[int, bool]:
-    """(token count, exact): tiktoken's cl100k_base where installed, else len / 4."""
-    try:
-        import tiktoken
+_ENCODER: list = []  # [encoder or None], tried once
 
-        return len(tiktoken.get_encoding("cl100k_base").encode(text)), True
-    except Exception:  # noqa: BLE001 - not installed, or its encoding file cannot be had offline
+
+def tokens(text: str) -> tuple[int, bool]:
+    """(token count, exact): tiktoken's cl100k_base where it is installed with its encoding at hand (tried
+    once: without one it would download it), else len / 4."""
+    if not _ENCODER:
+        try:
+            import tiktoken
+
+            _ENCODER.append(tiktoken.get_encoding("cl100k_base"))
+        except Exception:  # noqa: BLE001 - not installed, or its encoding file cannot be had offline
+            _ENCODER.append(None)
+    if _ENCODER[0] is None:
         return round(len(text) / 4), False
+    return len(_ENCODER[0].encode(text)), True
 
 
 def main(argv: list[str] | None = None) -> int:
