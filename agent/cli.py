@@ -123,6 +123,25 @@ SandboxOpt = Annotated[
     ),
 ]
 PrecisionOpt = Annotated[str, typer.Option(help="fp32, fp16 or bf16.")]
+EXECUTORS = ("local", "ray")
+ExecutorOpt = Annotated[
+    str,
+    typer.Option(
+        "--executor",
+        help="Where evaluations run: local (child processes here) or ray (Ray tasks, one GPU each; "
+        'pip install "kb-agent[ray]").',
+    ),
+]
+RayAddressOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ray-address",
+        metavar="ADDR",
+        help="With --executor ray: a running cluster's head (host:port), or auto for one started here "
+        "with `ray start`.",
+        show_default="a local Ray instance, started and stopped by this command",
+    ),
+]
 
 
 class Terminated(KeyboardInterrupt):
@@ -168,6 +187,24 @@ def _settings(**kwargs: Any):
         return EvalSettings(limits=limits, **kwargs)
     except ValueError as e:
         raise UsageError(str(e)) from None
+
+
+@contextlib.contextmanager
+def _ray(executor: str, ray_address: str | None):
+    """None for `--executor local`; for ray the `RayExecutor` (connected, or a local instance started),
+    closed on the way out. UsageError for an unknown executor or `--ray-address` without ray;
+    `RayExecutorError` (one line) when Ray is missing or no cluster answers."""
+    if executor not in EXECUTORS:
+        raise UsageError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
+    if executor == "local":
+        if ray_address:
+            raise UsageError("--ray-address needs --executor ray")
+        yield None
+        return
+    from kb_agent.evaluator.ray_executor import RayExecutor
+
+    with RayExecutor(ray_address) as cluster:
+        yield cluster
 
 
 def require_cuda(device: str, hint: str) -> None:
@@ -248,6 +285,8 @@ def problems_check(
         int, typer.Option(min=1, max=32, help="Problems checked at once, each in its own child.")
     ] = 1,
     stage_limits: LimitsOpt = DEFAULT_LIMITS,
+    executor: ExecutorOpt = "local",
+    ray_address: RayAddressOpt = None,
     db: DbOpt = DEFAULT_DB,
     dataset: DatasetOpt = None,
 ) -> None:
@@ -262,17 +301,19 @@ def problems_check(
     from kb_agent.problems import resolve
 
     settings = _settings(device=device, precision=precision, limits=stage_limits)
-    require_cuda(settings.device, "run on a GPU machine, or pass --device cpu")
+    if executor == "local":  # on Ray the cluster's GPUs count (RayExecutor.checker)
+        require_cuda(settings.device, "run on a GPU machine, or pass --device cpu")
     problems = resolve(spec, dataset)
 
     def print_json(_, c: dict) -> None:
         sys.stdout.write(json.dumps(c) + "\n")
         sys.stdout.flush()
 
-    with Store(db) as store, _interruptible("; the checks finished so far are stored"):
-        results = check_problems(
-            problems, settings, jobs=jobs, store=store, on_result=print_json if json_out else None
-        )
+    with _ray(executor, ray_address) as cluster, Store(db) as store:
+        check = cluster.checker(jobs, settings.device) if cluster else None
+        with _interruptible("; the checks finished so far are stored"):
+            results = check_problems(problems, settings, jobs=jobs, store=store,
+                                     on_result=print_json if json_out else None, check=check)  # fmt: skip
     if not json_out:
         out.print(_checks_table(problems, results))
         counts: dict[str, int] = {}
@@ -645,7 +686,7 @@ def eval_cmd(
 
 
 # the options `solve --resume RUN` applies; any other one given beside it is refused (`_refuse_beside_resume`)
-RESUME_APPLIES = ("resume_run", "api_base", "db", "dataset", "jobs", "rpm", "tpm")
+RESUME_APPLIES = ("resume_run", "api_base", "db", "dataset", "jobs", "rpm", "tpm", "executor", "ray_address")
 
 
 @app.command("solve", cls=_Command)
@@ -727,7 +768,7 @@ def solve_cmd(
             "--resume",
             metavar="RUN",
             help="Continue this run (id or name) where it stopped, with its stored settings; only --api-base, "
-            "--jobs, --rpm, --tpm, --db and --dataset may be given beside it.",
+            "--jobs, --rpm, --tpm, --executor, --ray-address, --db and --dataset may be given beside it.",
             show_default=False,
         ),
     ] = None,
@@ -773,6 +814,8 @@ def solve_cmd(
     width: Annotated[int, typer.Option(min=1, help="beam: kernels kept after each round.")] = 2,
     branch: Annotated[int, typer.Option(min=1, help="beam: children of each kept kernel per round.")] = 2,
     seed: Annotated[int, typer.Option(help="tree: seeds the draw of the kernel each step refines.")] = 0,
+    executor: ExecutorOpt = "local",
+    ray_address: RayAddressOpt = None,
     db: DbOpt = DEFAULT_DB,
     dataset: DatasetOpt = None,
 ) -> None:
@@ -781,6 +824,7 @@ def solve_cmd(
     Exit code 0 when the run finished; 3 when it ended `incomplete` (the model was unavailable for some
     trajectories: `--resume RUN` retries them) or `finished_with_errors` (the provider refused some
     requests); 130/143 when interrupted; 2 for bad usage."""
+    import dataclasses
     from functools import partial
 
     from kb_agent.agent import job
@@ -790,6 +834,9 @@ def solve_cmd(
     if resume_run:
         _refuse_beside_resume(ctx)
         run = partial(job.resume_run, resume_run, store=db, api_base=api_base, jobs=jobs, rpm=rpm, tpm=tpm)
+        with _ray(executor, ray_address) as cluster:
+            _run_and_report(partial(run, pool=cluster.pool if cluster else None), db)
+        return
     else:
         if not problem or not model:
             raise UsageError("solve needs --problem and --model (or --resume RUN)")
@@ -805,9 +852,13 @@ def solve_cmd(
                             context_window=context_window)  # fmt: skip
         except ValueError as e:
             raise UsageError(str(e)) from None
-        run = partial(job.start, problem, config, llm, dataset=dataset, store=db, jobs=jobs)
     # Ctrl-C or a plain `kill` ends the run cleanly: the trajectory in flight is recorded as interrupted
-    _run_and_report(run, db)
+    with _ray(executor, ray_address) as cluster:
+        if cluster and config.device.startswith("cuda"):  # the task prompt names the cluster's GPU
+            config = dataclasses.replace(config, **cluster.gpu_target())
+        run = partial(job.start, problem, config, llm, dataset=dataset, store=db, jobs=jobs,
+                      pool=cluster.pool if cluster else None)  # fmt: skip
+        _run_and_report(run, db)
 
 
 @app.command("fork", cls=_Command)
@@ -840,6 +891,8 @@ def fork_cmd(
         str | None, typer.Option(help="Base URL of an OpenAI-compatible server.", show_default="the run's")
     ] = None,
     jobs: Annotated[int | None, typer.Option(min=1, help="Trajectories in flight at once.")] = None,
+    executor: ExecutorOpt = "local",
+    ray_address: RayAddressOpt = None,
     db: DbOpt = DEFAULT_DB,
 ) -> None:
     """A new run whose trajectories copy turns 1..K-1 of RUN exactly (no model call, no evaluation) and
@@ -851,7 +904,8 @@ def fork_cmd(
 
     run_fork = partial(job.fork, run, turn, model=model, feedback=feedback, temperature=temperature,
                        context=context, run_name=run_name, store=db, api_base=api_base, jobs=jobs)  # fmt: skip
-    _run_and_report(run_fork, db)
+    with _ray(executor, ray_address) as cluster:
+        _run_and_report(partial(run_fork, pool=cluster.pool if cluster else None), db)
 
 
 def _run_and_report(run: Any, db: Path) -> None:

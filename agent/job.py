@@ -12,8 +12,9 @@ a run needs, then start the run or resume a stopped one.
 
 `agent.loop` takes the model, the evaluator and the store ready-made (tests pass fakes); this module
 makes them from a `SolveConfig` and an `LLMConfig`, or from what a run stored. The evaluator is an
-`evaluator.pool.EvalPool` (one slot per visible GPU, or per core on the CPU), so `jobs` trajectories in
-flight share the slots; `jobs` None picks `default_jobs`.
+`evaluator.pool.EvalPool` (one slot per visible GPU, or per core on the CPU), or what a `pool` factory
+makes (`evaluator.ray_executor`: Ray tasks), so `jobs` trajectories in flight share the slots; `jobs` None
+picks `default_jobs`.
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ log = logging.getLogger(__name__)
 
 StoreRef = Store | str | Path | None
 """A `Store`, a path to its SQLite file, or None for the default (`$KB_DB`, else runs/kb.sqlite)."""
+PoolFactory = Callable[[EvalSettings], Evaluator]
+"""Makes a run's evaluation pool from its settings: `evaluator.ray_executor.RayExecutor.pool` (Ray tasks,
+which needs GPUs in the cluster, not here); None: a local `EvalPool` (a CUDA device needs CUDA here)."""
 
 
 def start(
@@ -53,13 +57,15 @@ def start(
     jobs: int | None = None,
     on_trajectory: OnTrajectory | None = None,
     on_evaluator: Callable[[Evaluator], None] | None = None,
+    pool: PoolFactory | None = None,
 ) -> str:
     """Run the main job on `problems` (a spec such as "2/40", "1/1-10" or "toy", or `Problem`s) and
     return the run id. `dataset` is a local KernelBench folder for the spec (None: `$KB_DATASET`, else
     the Hub). `evaluator` None evaluates as `config` says, through an `EvalPool` of
     `config.eval_settings()`; tests pass a `ScriptedEvaluator`. `jobs`: trajectories in flight at once
     (None: `default_jobs`). `on_trajectory` hears of each trajectory's end, `on_evaluator` gets the
-    evaluator before the run starts (a progress display shows its slots).
+    evaluator before the run starts (a progress display shows its slots). `pool` makes the pool when
+    `evaluator` is None (`PoolFactory`; None: a local `EvalPool`).
 
     Raises (all `KBAgentError`s, before the run is created): ProblemError for a bad spec, UsageError
     for a CUDA device on a machine without one, LLMError for an unknown model string (scripted or
@@ -68,7 +74,7 @@ def start(
     """
     todo = resolve(problems, dataset) if isinstance(problems, str) else list(problems)
     model, evaluator, jobs = _ready(
-        llm, config, evaluator, jobs, lambda: len(todo) * config.samples, on_evaluator
+        llm, config, evaluator, jobs, lambda: len(todo) * config.samples, on_evaluator, pool
     )
     with _opened(store) as s:
         return loop.solve(todo, config, model, evaluator, s, on_turn=on_turn, on_start=on_start, jobs=jobs,
@@ -89,6 +95,7 @@ def resume_run(
     jobs: int | None = None,
     on_trajectory: OnTrajectory | None = None,
     on_evaluator: Callable[[Evaluator], None] | None = None,
+    pool: PoolFactory | None = None,
 ) -> str:
     """Continue the stopped run `run_ref` (id or name) with the settings and the model it stored; return
     its id. See `agent.loop.resume` for what is run again and what is not.
@@ -97,8 +104,8 @@ def resume_run(
     records the server that answered it (`llm_json.api_base`). `rpm` / `tpm` replace the run's client-side
     rate limits (`LLMConfig.rpm`, `.tpm`). Everything else a run measures is fixed when it starts.
 
-    `evaluator` and `jobs` as in `start`. Raises StoreError (unknown run, or one still running elsewhere),
-    UsageError and LLMError as `start` does.
+    `evaluator`, `jobs` and `pool` as in `start`. Raises StoreError (unknown run, or one still running
+    elsewhere), UsageError and LLMError as `start` does.
     """
     with _opened(store) as s:
         run = s.get_run(run_ref)
@@ -113,7 +120,7 @@ def resume_run(
         left = lambda: sum(  # noqa: E731 - counted only when `jobs` is not given
             t["outcome"] in (None, "interrupted", "model_unavailable") for t in s.trajectories(run["id"])
         )
-        model, evaluator, jobs = _ready(llm, config, evaluator, jobs, left, on_evaluator)
+        model, evaluator, jobs = _ready(llm, config, evaluator, jobs, left, on_evaluator, pool)
         return loop.resume(
             run["id"],
             model,
@@ -144,6 +151,7 @@ def fork(
     jobs: int | None = None,
     on_trajectory: OnTrajectory | None = None,
     on_evaluator: Callable[[Evaluator], None] | None = None,
+    pool: PoolFactory | None = None,
 ) -> str:
     """Fork run `run_ref` at turn `turn` (K): a new run on the same problems and samples whose
     trajectories copy turns 1..K-1 exactly (no model call, no evaluation; `agent.fork`) and continue
@@ -179,20 +187,21 @@ def fork(
             raise UsageError(str(e)) from None
         problems = list({t["problem_key"]: s.problem_of(t) for t in s.trajectories(src["id"])}.values())
         count = lambda: len(problems) * config.samples  # noqa: E731
-        llm_model, evaluator, jobs = _ready(llm, config, evaluator, jobs, count, on_evaluator)
+        llm_model, evaluator, jobs = _ready(llm, config, evaluator, jobs, count, on_evaluator, pool)
         return loop.solve(problems, config, llm_model, evaluator, s, on_turn=on_turn, on_start=on_start,
                           jobs=jobs, on_trajectory=on_trajectory)  # fmt: skip
 
 
 def _ready(llm: LLMConfig, config: SolveConfig, evaluator: Evaluator | None, jobs: int | None,
-           trajectories: Callable[[], int], on_evaluator: Callable[[Evaluator], None] | None):  # fmt: skip
+           trajectories: Callable[[], int], on_evaluator: Callable[[Evaluator], None] | None,
+           pool: PoolFactory | None = None):  # fmt: skip
     """What every way of running a run sets up first: the model (checked by `_preflight`), the evaluator
-    (`config`'s `EvalPool` when none is given), the trajectories in flight (`default_jobs` over
-    `trajectories()` when `jobs` is not given), and `on_evaluator` told. Returns (model, evaluator, jobs)."""
+    (when none is given, `pool` or an `EvalPool` of `config`'s settings), the trajectories in flight
+    (`default_jobs` over `trajectories()` when `jobs` is not given), and `on_evaluator` told. Returns (model, evaluator, jobs)."""
     model = model_for(llm)
     _preflight(model)
     if evaluator is None:
-        evaluator = EvalPool(evaluator_settings(config))
+        evaluator = pool(config.eval_settings()) if pool is not None else EvalPool(evaluator_settings(config))
     jobs = jobs or default_jobs(trajectories(), evaluator)
     if on_evaluator is not None:
         on_evaluator(evaluator)
@@ -254,6 +263,7 @@ def _opened(store: StoreRef) -> Iterator[Store]:
 
 
 __all__ = [
+    "PoolFactory",
     "StoreRef",
     "default_jobs",
     "evaluator_settings",

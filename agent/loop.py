@@ -378,14 +378,15 @@ def _run_concurrently(ctx: _Run, todo: Todo, jobs: int) -> None:
 
 def _drain(ctx: _Run, threads: list[threading.Thread], *, kill: bool, seconds: float = 30.0) -> None:
     """Wait (at most `seconds`) until no thread is inside an evaluation; with `kill`, kill the evaluation
-    children meanwhile. Threads waiting for the model are not waited for: their trajectories have no
-    outcome, so `resume` continues them."""
+    children meanwhile (the evaluator's `kill_running` where it has one: a Ray pool cancels its tasks).
+    Threads waiting for the model are not waited for: their trajectories have no outcome, so `resume`
+    continues them."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if kill:
             from kb_agent.evaluator.runner import kill_live_children
 
-            kill_live_children()
+            getattr(ctx.evaluator, "kill_running", kill_live_children)()
         with ctx.lock:
             busy = ctx.evaluating
         if not busy or not any(t.is_alive() for t in threads):
