@@ -103,7 +103,8 @@ def is_oom(e: BaseException) -> bool:
 class Evaluation:
     """One evaluation inside the child. `run()` walks the stages and sends each part as it finishes."""
 
-    def __init__(self, job: dict, chan: Any):  # chan: worker.Channel
+    def __init__(self, job: dict, chan: Any, device: str | None = None):  # chan: worker.Channel
+        """`device` overrides the settings' (the build child's "cpu": it must not touch the GPU)."""
         import torch
 
         self.torch = torch
@@ -113,7 +114,7 @@ class Evaluation:
         self.workdir = Path(job["workdir"])
         self.build_root = Path(job["build_root"])
         self.candidate_src = job["candidate"]
-        self.device = torch.device(self.settings.device)
+        self.device = torch.device(device or self.settings.device)
         if self.device.type == "cuda" and self.device.index is not None:
             # "cuda:N": make it the current device, where a candidate's device="cuda", .cuda(), Triton
             # launches and load_inline kernels go (they otherwise ran on cuda:0 against cuda:N memory)

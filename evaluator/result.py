@@ -52,6 +52,9 @@ class CompileInfo:
     seconds: float | None = None  # wall seconds of the import, including any extension build
     errors: list[str] = field(default_factory=list)  # first compiler errors, "file(line): error: ..."
     log: str = ""  # compiler output, trimmed to the part that matters
+    # each load_inline call (build.LoadInlineWrapper.builds): name, seconds, cached (its .so was in the
+    # build cache), and "child": "build" or "run", the child that made the call (evaluator.runner)
+    builds: list[dict] = field(default_factory=list)
 
 
 @dataclass

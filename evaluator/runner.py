@@ -9,6 +9,7 @@ crash, `os._exit`, hang or CUDA fault in the child becomes a status; the parent 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import hmac
@@ -40,6 +41,7 @@ from kb_agent.evaluator.result import (
     _build,
 )
 from kb_agent.evaluator.settings import EvalSettings, StageLimits
+from kb_agent.evaluator.slots import Slot, Slots, Unpooled
 from kb_agent.evaluator.workdir import new_workdir
 from kb_agent.problems import Problem
 
@@ -154,9 +156,18 @@ def kill_live_children() -> int:
     """
     with _LIVE_LOCK:
         procs = list(_LIVE)
+        _KILLS[0] += 1  # an evaluation between its two children sees it and starts no other
     for proc in procs:
         _kill_group(proc)
     return len(procs)
+
+
+_KILLS = [0]  # calls of kill_live_children so far (an interrupt)
+
+
+def _killed_since(count: int) -> bool:
+    with _LIVE_LOCK:
+        return _KILLS[0] != count
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -184,19 +195,38 @@ def _kill_group(proc: subprocess.Popen) -> None:
             pass
 
 
-def evaluate(problem: Problem, candidate_source: str, settings: EvalSettings) -> EvalResult:
-    """Build, check and time `candidate_source` against `problem`'s reference in an isolated child.
+def evaluate(
+    problem: Problem, candidate_source: str, settings: EvalSettings, slots: Slots | None = None
+) -> EvalResult:
+    """Build, check and time `candidate_source` against `problem`'s reference in isolated children.
+
+    One child does it all, or two (`EvalSettings.split_build`, `build_plan`): a build child that sees no
+    GPU imports the candidate, so every `load_inline` build lands in the candidate's build folder, and
+    ends the evaluation at a compile error (`stages.build.BuildVerdict`: the status and message one
+    child gives); then a run child in a fresh work directory imports it again, finds its builds cached,
+    and checks and times it. The run child's verdict is the evaluation's: whatever else the build child
+    met (an import that fails without a GPU, a crash) the run child meets again, or not. What the build
+    child can write, its own candidate's build folder, an earlier evaluation of the same source can
+    write too; strict mode's sandbox holds both children.
 
     Args:
         problem: the reference program.
         candidate_source: a full Python module defining `class ModelNew` (KernelBench's contract).
         settings: backend, device, precision, trials and stage limits (see `EvalSettings`).
+        slots: where the children run (`evaluator.slots`): `EvalPool` gives the job's own, so the build
+            child holds a CPU build slot and the run child the GPU's, each only while it runs; None
+            runs them here one after the other, the run child on `settings.device`.
 
     Returns:
         An `EvalResult`; its status (decided by `evaluator.judge`) is one of compile_error, runtime_error, timeout, incorrect, rejected, correct.
+        `stages` (wall seconds): "setup" and "build" are the first child's (with two, the build child's),
+        "run_setup" and "run_load" the run child's start and import (its builds cached) with the models'
+        construction, "correctness" and "timing" the run child's; with `slots`, "build_wait" and
+        "run_wait" the seconds spent waiting for them; "total" all but those waits. `compile.builds`
+        holds every `load_inline` call of both children, each with "child": "build" or "run".
         This function does not raise for anything the candidate does.
     """
-    t_start = time.perf_counter()
+    t_start, kills = time.perf_counter(), _KILLS[0]
     workdir = new_workdir("kb-eval-")  # sweeps those a killed harness left (evaluator.workdir)
     build_root = candidate_build_root(candidate_source) if settings.reuse_builds else workdir / "build"
     build_root.mkdir(parents=True, exist_ok=True)
@@ -215,14 +245,126 @@ def evaluate(problem: Problem, candidate_source: str, settings: EvalSettings) ->
         "build_root": str(build_root),
         "sandbox_cache": str(default_build_root()),  # the sandbox probe's answer: no child may write there
     }
+    plan = build_plan(settings, candidate_source, build_root)
+    pool, slots = slots is not None, slots or Unpooled(settings.device)
+    waits: dict[str, float] = {}
+    dirs = [workdir]
     try:
-        child = run_child(job, settings, workdir, build_root, lambda msg: _absorb(result, msg), result.stages)
+        child = None
+        if plan is not None:
+            with _taken(slots.build(), waits, "build_wait") as slot:
+                child = run_child({**job, "mode": "build", **plan["job"], "cores": _cores(slot)}, settings,
+                                  workdir, build_root, _absorber(result, "build"), result.stages)  # fmt: skip
+            if _build_ends_it(child):
+                _hardware_of_build(result, settings, plan["gpu"])
+            elif not _killed_since(kills):
+                child = None  # the run child's verdict counts
+        if child is None:
+            with _taken(slots.run(), waits, "run_wait") as slot:
+                settings = dataclasses.replace(settings, device=slot.device)
+                result.device = slot.device
+                if _killed_since(kills):  # an interrupt while this job waited for its slot
+                    _judged(result, settings, problem, None, Fate("died", "the evaluation was stopped (an "
+                            "interrupt killed the evaluation children) before its run child started"))  # fmt: skip
+                    return _finished(result, t_start, waits, pool, dirs)
+                run_dir = workdir if plan is None else new_workdir("kb-eval-")
+                dirs.append(run_dir)
+                stages: dict[str, float] = {}
+                child = run_child({**job, "settings": settings.to_dict(), "workdir": str(run_dir),
+                                   "cores": _cores(slot)}, settings, run_dir, build_root,
+                                  _absorber(result, "run"), stages if plan else result.stages)  # fmt: skip
+                result.stages.update({_RUN_STAGES.get(k, k): v for k, v in stages.items()})
+                _judged(result, settings, problem, child)
+                if settings.ncu and result.status == Status.CORRECT and settings.device != "cpu":
+                    # a pass of its own, never the timed run, still on the run slot's GPU
+                    from kb_agent.evaluator.ncu import profile_candidate
+
+                    result.ncu = profile_candidate(problem, candidate_source, settings, build_root)
+                    result.stages["ncu"] = result.ncu.seconds or 0.0
+        else:
+            _judged(result, settings, problem, child)
     except BaseException:  # interrupted: run_child killed the child; leave no directory behind either
-        shutil.rmtree(workdir, ignore_errors=True)
+        for d in dirs:
+            shutil.rmtree(d, ignore_errors=True)
         raise
-    result.stdout, result.stderr = child.stdout, child.stderr
-    fate = _fate(child, settings, problem, result.stderr)
-    done = child.done or {}
+    return _finished(result, t_start, waits, pool, dirs)
+
+
+# the run child's stages as a split evaluation's result names them (the build child's keep their names)
+_RUN_STAGES = {"setup": "run_setup", "build": "run_load"}
+
+
+def build_plan(settings: EvalSettings, candidate_source: str, build_root: Path) -> dict | None:
+    """Whether to split the evaluation (`EvalSettings.split_build`; None for one child) and what the
+    build child needs: {"job": its job's additions, "gpu": the `hardware.GpuArch` it builds for, or None
+    on the CPU device}. The build child sees no GPU (CUDA_VISIBLE_DEVICES="") and builds for the one the
+    run child will use: its architecture read here, once per process, without starting CUDA
+    (`hardware.gpu_arch`), as the TORCH_CUDA_ARCH_LIST the run child sets (else the build's cache key
+    differs and the run child builds again). Where it cannot be read (visible GPUs that differ, no
+    driver), one child."""
+    from kb_agent.evaluator.build import detect_backend
+
+    split = settings.split_build
+    if split is None:
+        split = (
+            settings.device != "cpu"
+            and detect_backend(candidate_source) == "cuda"
+            and not any(build_root.glob("*/*.so"))  # built before: the run child finds it cached
+        )
+    if not split:
+        return None
+    env = {"CUDA_VISIBLE_DEVICES": ""}
+    if settings.device == "cpu":  # the architecture nvcc's checks name, as a child on the CPU sets it
+        return {"job": {"arch": "9.0", "env": env}, "gpu": None}
+    from kb_agent.evaluator.hardware import gpu_arch
+
+    arch = gpu_arch(settings.device)
+    if arch is None:
+        log.info("one evaluation child, not two: the architecture of the GPUs of %s is not known here",
+                 settings.device)  # fmt: skip
+        return None
+    env["TORCH_CUDA_ARCH_LIST"] = arch.arch_list
+    return {"job": {"arch": arch.compute_capability, "env": env}, "gpu": arch}
+
+
+def _build_ends_it(child: ChildOutcome) -> bool:
+    """Whether the build child's outcome is the evaluation's: a `BuildVerdict` (its "done" says `final`),
+    lines on the result channel that were not the evaluator's, or a stage past its limit or the memory
+    limit (the run child would build from the same nothing: a build that did not finish left none)."""
+    return bool(child.forged or child.timed_out or child.memory_stage or (child.done or {}).get("final"))
+
+
+def _hardware_of_build(result: EvalResult, settings: EvalSettings, gpu) -> None:
+    """An evaluation that ended in its build child: the child's record (versions; it saw no GPU), on the
+    device asked for, with the GPU as the harness read it (`hardware.GpuArch`; no L2 size, no SM count)."""
+    result.hardware.device = settings.device
+    if gpu is not None:
+        result.hardware.gpu_name, result.hardware.driver = gpu.name, gpu.driver
+        result.hardware.compute_capability, result.hardware.arch_list = gpu.compute_capability, gpu.arch_list
+
+
+def _cores(slot: Slot) -> list[int] | None:
+    return list(slot.cores) if slot.cores else None
+
+
+@contextlib.contextmanager
+def _taken(slot: contextlib.AbstractContextManager[Slot], waits: dict[str, float], name: str):
+    """Enter `slot`, adding the seconds it took (waiting for it) to `waits[name]`."""
+    t0 = time.perf_counter()
+    with slot as held:
+        waits[name] = waits.get(name, 0.0) + time.perf_counter() - t0
+        yield held
+
+
+def _judged(
+    result: EvalResult, settings: EvalSettings, problem: Problem, child: ChildOutcome | None, fate=None
+) -> None:
+    """The verdict, from how `child` ended (or `fate`, a `judge.Fate`, when no child ran), and the figures
+    it allows."""
+    if child is not None:
+        result.stdout, result.stderr = child.stdout, child.stderr
+        fate = _fate(child, settings, problem, result.stderr)
+    done = (child.done if child is not None else None) or {}
     verdict = judge(done.get("status"), done.get("message", ""), result.strict, fate)
     result.status, result.message = verdict.status, verdict.message
     if result.strict is not None:
@@ -235,16 +377,16 @@ def evaluate(problem: Problem, candidate_source: str, settings: EvalSettings) ->
         result.ref_runtime_ms = result.timing.reference.mean_ms
         result.runtime_ms = result.timing.candidate.mean_ms
         result.speedup = result.timing.speedup
-    if settings.ncu and result.status == Status.CORRECT and settings.device != "cpu":
-        from kb_agent.evaluator.ncu import profile_candidate  # a pass of its own, never the timed run
 
-        try:
-            result.ncu = profile_candidate(problem, candidate_source, settings, build_root)
-        finally:
-            shutil.rmtree(workdir, ignore_errors=True)
-        result.stages["ncu"] = result.ncu.seconds or 0.0
-    result.stages["total"] = time.perf_counter() - t_start
-    shutil.rmtree(workdir, ignore_errors=True)
+
+def _finished(
+    result: EvalResult, t_start: float, waits: dict[str, float], pool: bool, dirs: list[Path]
+) -> EvalResult:
+    if pool:
+        result.stages.update({k: waits.get(k, 0.0) for k in ("build_wait", "run_wait")})
+    result.stages["total"] = time.perf_counter() - t_start - sum(waits.values())
+    for d in dirs:
+        shutil.rmtree(d, ignore_errors=True)
     return result
 
 
@@ -566,13 +708,21 @@ _PARTS = {
 }
 
 
-def _absorb(result: EvalResult, msg: dict) -> None:
+def _absorber(result: EvalResult, child: str):
+    """`_absorb` into `result` for the build or the run child (`child`: "build", "run")."""
+    return lambda msg: _absorb(result, msg, child)
+
+
+def _absorb(result: EvalResult, msg: dict, child: str = "run") -> None:
     event = msg["event"]
     if event in _PARTS:
         attr, cls = _PARTS[event]
+        earlier = result.compile.builds if child == "run" else []  # the build child's, if it ran
         setattr(result, attr, _build(cls, msg[attr]))
-        if event == "compile" and msg.get("builds"):
-            result.stages["extension_builds"] = sum(b["seconds"] for b in msg["builds"])
+        if event == "compile":  # each load_inline call, named by the child that made it
+            result.compile.builds = earlier + [{**b, "child": child} for b in msg.get("builds") or []]
+            if result.compile.builds:
+                result.stages["extension_builds"] = sum(b["seconds"] for b in result.compile.builds)
     elif event == "strict":
         result.strict = msg["strict"]
     elif event == "profile_error":

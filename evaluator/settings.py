@@ -78,6 +78,16 @@ class EvalSettings:
         reuse_builds: keep extension builds and Triton's cache in a folder per candidate source (its
             sha256) of `$KB_BUILD_DIR` (default ~/.cache/kb-agent/build), so re-evaluating an identical
             candidate skips the build; False builds in the evaluation's temporary directory.
+        split_build: evaluate in two children (`evaluator.runner.evaluate`): a build child without the
+            GPU (on a CPU slot of the pool) imports the candidate, so its `load_inline` builds land in the
+            build cache, and ends the evaluation at a compile error; then the run child, on the GPU
+            slot, imports it again (its builds cached) for correctness and timing, so no JIT build runs
+            in the process that is timed. True splits every candidate, False never; None (the default):
+            on a CUDA device, candidates that build an extension (`build.detect_backend` "cuda") and whose
+            build folder holds none yet. Not split by default: Triton and torch candidates (nothing to
+            build before the first launch, which is the run child's), sources built before (the run
+            child finds them cached), and the CPU device (no GPU to keep free: builds and runs share the
+            same cores).
         max_output_chars: the candidate's stdout/stderr are truncated to this many characters.
         strict: run the strict checks (`evaluator.strict`) beside KernelBench's rules; a failed check
             makes the status `rejected`. The parity verdict is kept in `EvalResult.strict`.
@@ -124,6 +134,7 @@ class EvalSettings:
     profile: bool = True
     limits: StageLimits = field(default_factory=StageLimits)
     reuse_builds: bool = True
+    split_build: bool | None = None
     max_output_chars: int = 4000
     strict: bool = True
     strict_timed_trials: int = 20

@@ -96,6 +96,20 @@ def confine(job: dict) -> dict | None:
         return {"unavailable": str(e)}
 
 
+def pin(cores: list[int] | None) -> None:
+    """Run this process on `cores` (the pool's slot: `evaluator.slots.Slot.cores`); None or a set the
+    kernel refuses leaves it as it is. Where torch is already imported (a forked child), its thread
+    pool is sized to them too."""
+    if not cores:
+        return
+    try:
+        os.sched_setaffinity(0, cores)
+    except (AttributeError, OSError, ValueError):
+        return
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(len(cores))
+
+
 def main(argv: list[str]) -> None:
     die_with_parent(int(argv[4]) or os.getppid())  # 0: started under a wrapper (ncu), its parent
     # what the candidate starts ends with the evaluation
@@ -105,7 +119,9 @@ def main(argv: list[str]) -> None:
     job_path = Path(argv[2])
     job = json.loads(job_path.read_text())
     job_path.unlink()  # nothing of the evaluator's for the candidate to read
+    pin(job.get("cores"))  # before torch starts a thread, so every thread and compiler inherits them
     job["sandbox"] = confine(job)  # before torch is imported, so every thread the child has is confined
+    os.environ.update(job.get("env") or {})  # after confine: its probe child must see the GPU
     chan.send("stage", name="setup")
     try:
         if job.get("mode") == "check_problem":
@@ -126,6 +142,15 @@ def main(argv: list[str]) -> None:
                 "hardware", hardware=dataclasses.asdict(hardware_record(ev.device, ev.settings.precision))
             )
             baseline.run(ev, job.get("compile_mode", "default"))
+        elif job.get("mode") == "build":  # phase 1 of a split evaluation: import (and build), no GPU
+            from kb_agent.evaluator.hardware import hardware_record
+            from kb_agent.evaluator.stages import build
+
+            ev = Evaluation(job, chan, device="cpu")
+            chan.send(
+                "hardware", hardware=dataclasses.asdict(hardware_record(ev.device, ev.settings.precision))
+            )
+            build.prebuild(ev, job["arch"])
         elif job.get("mode") == "ncu_profile":  # Nsight Compute's pass over a correct candidate
             from kb_agent.evaluator.stages import ncu_profile
 

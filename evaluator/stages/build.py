@@ -36,7 +36,50 @@ _OWN_MODULES = {
 }
 
 
+class BuildVerdict(Verdict):
+    """A verdict of the candidate's import that follows from its sources and the toolchain alone, not from
+    what its import-time code sees (a GPU or none): a compiler's error, a syntax error, CUDA sources this
+    torch cannot build. The build child (`prebuild`) ends the evaluation with these and only these."""
+
+
 def run(ev) -> None:
+    """The build stage of a run child (and of a one-phase evaluation): `load`, then construct both models."""
+    verdict = load(ev)
+    if verdict:
+        raise verdict
+    construct_models(ev)
+
+
+def prebuild(ev, arch: str) -> None:
+    """Phase 1 of a split evaluation (`EvalSettings.split_build`), in a build child that sees no GPU:
+    `load` the candidate, so that every `load_inline` build lands in its build folder, for `arch` (the
+    GPU's compute capability, "9.0", from the harness), then tell the parent how it went.
+
+    Sends the `compile` part, then `done`: with a `BuildVerdict` (after the strict facts, in strict mode,
+    exactly as a one-phase evaluation sends them at that point) the evaluation ends here with the status
+    and message the model would have seen (`final` true); any other outcome is status "built" (`final`
+    false; the message says what the import raised, if anything), and the run child decides. Triton kernels compile at their first
+    launch, in the run child; here they are only imported (Python's syntax check)."""
+    ev.arch = arch
+    send, strict_facts = ev.chan.send, ev.strict_facts  # bound before any candidate code runs
+    try:
+        verdict = load(ev)
+    except Verdict as v:  # the reference failed to import (here, without a GPU): the run child judges it
+        verdict = v
+    if isinstance(verdict, BuildVerdict):
+        if ev.strict:
+            send("strict", strict=strict_facts(verdict.status))
+        send("done", status=str(verdict.status), message=verdict.message, final=True)
+    else:
+        send("done", status="built", message=verdict.message if verdict else "", final=False)
+
+
+def load(ev) -> Verdict | None:
+    """Import the reference, then the candidate (its `load_inline` calls build through
+    `LoadInlineWrapper`), strict mode's watchers armed before the candidate's first line runs. Sends the
+    `compile` part. Returns the verdict of a failed candidate import (a `BuildVerdict` where it follows
+    from the sources alone), None when it succeeded; raises Verdict when the reference fails to import
+    and BuildVerdict for CUDA sources this torch cannot build."""
     from kb_agent.evaluator.build import BuildError, CudaUnavailable, LoadInlineWrapper, detect_backend
 
     ev.chan.send("stage", name="build")
@@ -84,17 +127,17 @@ def run(ev) -> None:
                               "`class ModelNew(nn.Module)` with the reference Model's __init__ and forward signature")  # fmt: skip
     except BuildError as e:
         info.errors, info.log = e.errors, e.log
-        verdict = Verdict(
+        verdict = BuildVerdict(
             Status.COMPILE_ERROR, "compilation failed:\n" + "\n".join(e.errors or [e.log[-2000:]])
         )
     except CudaUnavailable as e:
         info.ok = True
         info.seconds = time.perf_counter() - t0
         ev.chan.send("compile", compile=dataclasses.asdict(info), builds=wrapper.builds)
-        raise Verdict(Status.RUNTIME_ERROR, str(e)) from None
+        raise BuildVerdict(Status.RUNTIME_ERROR, str(e)) from None
     except SyntaxError as e:
         info.errors = [f"candidate.py({e.lineno}): error: {e.msg}\n    > {(e.text or '').strip()}"]
-        verdict = Verdict(Status.COMPILE_ERROR, "syntax error:\n" + info.errors[0])
+        verdict = BuildVerdict(Status.COMPILE_ERROR, "syntax error:\n" + info.errors[0])
     except BaseException as e:  # noqa: BLE001 - an import may raise anything, SystemExit included
         if is_triton_compile_error(e):
             info.errors = [str(e)[:2000]]
@@ -102,9 +145,7 @@ def run(ev) -> None:
     info.seconds = time.perf_counter() - t0
     info.ok = verdict is None
     ev.chan.send("compile", compile=dataclasses.asdict(info), builds=wrapper.builds)
-    if verdict:
-        raise verdict
-    construct_models(ev)
+    return verdict
 
 
 def arm_strict_checks(ev, backend: str) -> None:

@@ -59,11 +59,14 @@ def _children_in(root: Path) -> list[int]:
     return pids
 
 
+CLI = "from kb_agent.agent.cli import main; main()"
+
+
 def _interrupt_once_children_run(
-    args: list[str], tmp_path: Path, sig: int, n_children: int = 1
+    args: list[str], tmp_path: Path, sig: int, n_children: int = 1, code: str = CLI
 ) -> int | None:
     env = {**os.environ, "TMPDIR": str(tmp_path)}
-    cmd = [sys.executable, "-c", "from kb_agent.agent.cli import main; main()", *args]
+    cmd = [sys.executable, "-c", code, *args]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while len(_children_in(tmp_path)) < n_children and time.monotonic() < deadline:
@@ -129,3 +132,36 @@ def test_sigterm_to_problems_check_with_jobs_kills_every_check(tmp_path):
         str(tmp_path / "kb.sqlite"),
     ]
     assert _interrupt_once_children_run(args, tmp_path, signal.SIGINT, n_children=2) == 130
+
+
+HANG_AT_IMPORT = """
+import pathlib
+
+pathlib.Path("forward-started").touch()  # in the build child's work directory
+while True:
+    pass
+"""
+# `evaluate` split in two children (EvalSettings.split_build), as a pool runs a CUDA candidate
+SPLIT_EVAL = """
+import sys
+from pathlib import Path
+
+from kb_agent.evaluator import EvalSettings, evaluate
+from kb_agent.problems import resolve_one
+
+try:
+    evaluate(resolve_one("toy/relu"), Path(sys.argv[1]).read_text(), EvalSettings(device="cpu", split_build=True))
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+@pytest.mark.slow  # two more real interrupts
+@pytest.mark.parametrize("where", ["build_child", "run_child"])
+def test_sigint_to_a_split_evaluation_kills_the_child_of_either_phase(tmp_path, where):
+    # build_child: its import hangs (the run child never starts); run_child: its forward hangs
+    (tmp_path / "hangs.py").write_text(HANG_AT_IMPORT if where == "build_child" else HANG_CANDIDATE)
+    assert (
+        _interrupt_once_children_run([str(tmp_path / "hangs.py")], tmp_path, signal.SIGINT, code=SPLIT_EVAL)
+        == 130
+    )
