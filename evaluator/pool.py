@@ -1,44 +1,60 @@
 """The evaluation pool: many evaluations at once, each on a slot of its own, for `solve --jobs`,
 `problems check --jobs` and any later rescoring.
 
-    pool = EvalPool(EvalSettings(device="cuda"))      # one GPU slot per visible GPU
-    result = pool.evaluate(problem, source)           # blocks until a slot is free, then evaluates
+    pool = EvalPool(EvalSettings(device="cuda"))      # one GPU slot per visible GPU, and build slots
+    result = pool.evaluate(problem, source)           # blocks until its slots are free, then evaluates
     future = pool.submit(EvalJob(problem, source, settings))   # the same, from a helper thread
 
-Slots. On a CUDA device, one GPU slot per visible GPU (`visible_gpus`: the entries of
+Run slots. On a CUDA device, one GPU slot per visible GPU (`visible_gpus`: the entries of
 `CUDA_VISIBLE_DEVICES` when it is set, else `torch.cuda.device_count()`); a job on GPU slot i is
 evaluated with `device="cuda:i"`, so its correctness trials and timing run on that GPU and on no other.
 `settings.device="cuda:N"` gives one slot, on that GPU. On the CPU (`device="cpu"`), `cpu_slots` CPU slots
-(default: the machine's cores).
+(default: the machine's cores). `per_gpu` above 1 lets jobs that time nothing (reference checks) share a
+GPU; at 1 (the default) timing never shares a GPU with another evaluation of the pool.
 
-What a slot holds, plainly (the first version): an evaluation is ONE job, one child process doing build,
-correctness and timing, and it holds its slot for its whole duration. So timing never shares a GPU with
-another evaluation of the pool, at most one evaluation per GPU runs at once (`per_gpu=1`), builds do not
-overlap another evaluation's GPU work on the same GPU, and on the CPU no more evaluations run at once
-than there are cores. Splitting the build onto CPU slots, with only correctness and timing holding the
-GPU, needs the child to wait for its GPU slot between stages; that is not done yet. `per_gpu` above 1
-lets jobs that time nothing (reference checks) share a GPU.
+Build slots. An evaluation split in two children (`EvalSettings.split_build`; by default a CUDA
+candidate that builds an extension) holds a build slot while its build child imports the candidate and
+compiles its extensions without the GPU, frees it, then waits for a run slot, which it holds while its
+run child checks and times it (`evaluator.runner.evaluate` takes them in that order, through the job's
+`JobSlots`). So several builds run at once on the CPUs while each GPU serves one run child; a job that
+is not split takes its run slot only. `build_slots` defaults to half the CPUs left to the builds:
+`load_inline` compiles its two translation units (main.cpp and the .cu) at once, so two CPUs a build
+keep each build at full speed, and more builds at once would only share them.
+
+CPUs. On a CUDA device each GPU's run slot gets CPUs of its own (`gpu_cores` each, default
+`slots.default_gpu_cores`: 2 where the process has at least 2 per GPU and 2 more), the highest-numbered
+physical cores with their hyperthread siblings; the build slots share the rest. Each child pins itself
+to its slot's CPUs before it imports torch (`Slot.cores`, `worker.pin`), so a compiler never takes the
+core a timing loop runs on. With too few CPUs to keep apart, or on the CPU device, nothing is pinned.
+
+Executors. The default (`run_job_in_phases`) runs each job in fresh, isolated child processes
+(`evaluator.runner`) and lets an evaluation take its slots in turn. A one-phase executor (`run_job=`:
+fakes in tests, Ray's tasks) holds a run slot for the whole of each job, as the first version of the
+pool did; the pool then has no build slots. A two-phase one (`run_phases=`) gets the job's `JobSlots`.
 
 Interface (what a Ray executor implements too): `run(job)` blocks and returns the job's result (an
 `EvalResult`, or the check's dict for a `check_problem` job), `submit(job)` returns a `Future` of it;
-`evaluate` / `retime` make the pool an `Evaluator` for the agent loop. `slots()` and `gpu_busy()` are for
-progress displays and benchmarks. The pool imports nothing from the agent: no LLM, no store.
+`evaluate` / `retime` make the pool an `Evaluator` for the agent loop. `slots()` (run slots, then build
+slots) and `gpu_busy()` are for progress displays and benchmarks. The pool imports nothing from the
+agent: no LLM, no store.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
 from kb_agent.evaluator.result import EvalResult
 from kb_agent.evaluator.settings import EvalSettings
+from kb_agent.evaluator.slots import Slot, Slots, default_gpu_cores, partition_cores
 from kb_agent.problems import Problem
 
 log = logging.getLogger(__name__)
@@ -71,17 +87,29 @@ class EvalJob:
 RunJob = Callable[[EvalJob], Any]
 """Runs one job whose settings already name the slot's device, in the calling thread; returns its result."""
 
+RunPhases = Callable[[EvalJob, Slots], Any]
+"""Runs one job in the calling thread, taking its slots (`JobSlots`) as it needs them; returns its result."""
+
 
 def run_job(job: EvalJob) -> Any:
-    """The local executor: `job` in a fresh, isolated child process (`evaluator.runner`)."""
-    from kb_agent.evaluator import retime
+    """The local executor without a pool's slots: `job` in fresh, isolated child processes
+    (`evaluator.runner`) on `job.settings.device`, a split evaluation's two children one after the other."""
+    from kb_agent.evaluator.slots import Unpooled
+
+    return run_job_in_phases(job, Unpooled(job.settings.device))
+
+
+def run_job_in_phases(job: EvalJob, slots: Slots) -> Any:
+    """The local executor: `job` in fresh, isolated child processes (`evaluator.runner`), each holding the
+    slot it needs: an evaluation (or re-timing: `evaluator.retime`'s settings, the reproducible figure
+    on) takes a build slot for its build child, then its run slot; a problem check its run slot only."""
     from kb_agent.evaluator.runner import check_problem, evaluate
 
     if job.kind == "check_problem":
-        return check_problem(job.problem, job.settings)
-    if job.kind == "retime":
-        return retime(job.problem, job.source, job.settings)
-    return evaluate(job.problem, job.source, job.settings)
+        with slots.run() as slot:
+            return check_problem(job.problem, dataclasses.replace(job.settings, device=slot.device))
+    settings = dataclasses.replace(job.settings, repro_timing=True) if job.kind == "retime" else job.settings
+    return evaluate(job.problem, job.source, settings, slots)
 
 
 @dataclass
@@ -89,12 +117,15 @@ class SlotState:
     """What one slot is doing, for a progress display (a copy; the pool keeps its own).
 
     Attributes:
-        name: "gpu0", "gpu1", ... or "cpu0", ...
-        device: the device its jobs are evaluated on ("cuda:0", "cpu").
-        job: "<problem key> <kind>" of the job it holds, None when free.
+        name: "gpu0", "gpu1", ..., "cpu0", ... (run slots) or "build0", ...
+        device: the device its jobs are evaluated on ("cuda:0", "cpu"); "cpu" for a build slot.
+        job: "<problem key> <kind>" of the job it holds ("<problem key> build" on a build slot), None
+            when free.
         since_s: seconds the current job has held it (0.0 when free).
         busy_s: seconds it has been held, in all, since the pool was made.
-        done: jobs it has finished.
+        done: jobs it has finished (on a build slot: build children).
+        kind: "gpu" or "cpu" (a run slot on that device) or "build".
+        cores: the CPUs its children are pinned to, None for any.
     """
 
     name: str
@@ -103,6 +134,8 @@ class SlotState:
     since_s: float = 0.0
     busy_s: float = 0.0
     done: int = 0
+    kind: str = "gpu"
+    cores: tuple[int, ...] | None = None
 
 
 def visible_gpus() -> int:
@@ -139,14 +172,18 @@ class EvalPool:
 
     Args:
         settings: the settings `evaluate` and `retime` use (default `EvalSettings()`); their device picks
-            the slots: "cuda" one per visible GPU, "cuda:N" one on GPU N, "cpu" CPU slots.
+            the run slots: "cuda" one per visible GPU, "cuda:N" one on GPU N, "cpu" CPU slots.
         gpus: GPU slots for a "cuda" device; None counts them (`visible_gpus`).
-        cpu_slots: slots for a "cpu" device; None: the cores (`cpu_cores`).
+        cpu_slots: run slots for a "cpu" device; None: the cores (`cpu_cores`).
         per_gpu: jobs one GPU holds at once; 1 (the default) keeps timing alone on its GPU.
-        run_job: the executor of one job (default `run_job`: a fresh child process); tests pass fakes.
+        build_slots: build children at once; None: half the CPUs the builds have (at least 1).
+        gpu_cores: CPUs pinned to each GPU's run slot; None: `slots.default_gpu_cores`; 0 pins nothing.
+        run_job: a one-phase executor (a job holds a run slot throughout; no build slots); tests pass fakes.
+        run_phases: a two-phase executor, given each job's `JobSlots`; the default, with neither given,
+            is `run_job_in_phases` (fresh child processes).
 
     Raises:
-        ValueError: a CUDA device with no GPU visible, or a slot count below 1.
+        ValueError: a CUDA device with no GPU visible, a slot count below 1, or both executors given.
     """
 
     def __init__(
@@ -156,18 +193,28 @@ class EvalPool:
         gpus: int | None = None,
         cpu_slots: int | None = None,
         per_gpu: int = 1,
-        run_job: RunJob = run_job,
+        build_slots: int | None = None,
+        gpu_cores: int | None = None,
+        run_job: RunJob | None = None,
+        run_phases: RunPhases | None = None,
     ):
         self.settings = settings or EvalSettings()
+        if run_job is not None and run_phases is not None:
+            raise ValueError("give the pool one executor: run_job (one phase) or run_phases (two)")
         self._run_job = run_job
+        self._run_phases = run_phases if run_job is None and run_phases is not None else None
+        if run_job is None and run_phases is None:
+            self._run_phases = run_job_in_phases
         device = self.settings.device
         if per_gpu < 1:
             raise ValueError(f"per_gpu must be 1 or more, got {per_gpu}")
+        cpus = _cpu_list()
         if device == "cpu":
             n = cpu_cores() if cpu_slots is None else cpu_slots
             if n < 1:
                 raise ValueError(f"cpu_slots must be 1 or more, got {n}")
-            slots = [SlotState(f"cpu{i}", "cpu") for i in range(n)]
+            slots = [SlotState(f"cpu{i}", "cpu", kind="cpu") for i in range(n)]
+            build_cores = None
         else:
             if device.startswith("cuda:"):
                 devices = [device]
@@ -179,42 +226,54 @@ class EvalPool:
                         "or on the CPU with device='cpu'"
                     )
                 devices = [f"cuda:{i}" for i in range(n)]
+            per_core = default_gpu_cores(len(cpus), len(devices)) if gpu_cores is None else gpu_cores
+            gpu_sets, build_cores = partition_cores(cpus, len(devices), per_core)
             slots = [
-                SlotState(f"gpu{d.split(':')[1]}" + (f".{k}" if per_gpu > 1 else ""), d)
-                for d in devices
+                SlotState(f"gpu{d.split(':')[1]}" + (f".{k}" if per_gpu > 1 else ""), d, cores=c)
+                for d, c in zip(devices, gpu_sets, strict=True)
                 for k in range(per_gpu)
             ]
-        self._slots = slots
-        self._since: list[float | None] = [None] * len(slots)
-        self._free = list(range(len(slots)))
-        self._waiting: list[int] = []  # tickets of threads waiting for a slot, first come first served
-        self._tickets = 0
+        if self._run_phases is None:
+            n_build = 0
+        else:
+            n_build = max(1, len(build_cores or cpus) // 2) if build_slots is None else build_slots
+            if n_build < 1:
+                raise ValueError(f"build_slots must be 1 or more, got {n_build}")
+        builds = [SlotState(f"build{i}", "cpu", kind="build", cores=build_cores) for i in range(n_build)]
         self._cond = threading.Condition()
+        self._run = _SlotGroup(slots, self._cond)
+        self._build = _SlotGroup(builds, self._cond)
         self._t0 = time.monotonic()
 
     # -- the interface -----------------------------------------------------------------------------------
     @property
     def size(self) -> int:
-        """How many jobs may run at once."""
-        return len(self._slots)
+        """How many jobs may run on the run slots at once (GPUs × per_gpu, or CPU slots)."""
+        return len(self._run.slots)
+
+    @property
+    def build_size(self) -> int:
+        """How many build children may run at once (0 with a one-phase executor)."""
+        return len(self._build.slots)
 
     @property
     def on_gpu(self) -> bool:
-        """Whether the slots are GPU slots."""
-        return self._slots[0].device != "cpu"
+        """Whether the run slots are GPU slots."""
+        return self._run.slots[0].device != "cpu"
 
     def run(self, job: EvalJob) -> Any:
-        """Wait for a free slot (first come, first served), run `job` there in this thread, free the slot,
-        return the job's result. A KeyboardInterrupt while waiting or running propagates (the runner
-        kills the job's child first) and frees the slot."""
-        i = self._acquire(job)
-        try:
-            device = self._slots[i].device
-            if job.settings.device != device:
-                job = dataclasses.replace(job, settings=dataclasses.replace(job.settings, device=device))
+        """Run `job` in this thread on the slots it needs, waiting for each (first come, first served),
+        and return its result: with a one-phase executor it holds a run slot throughout; with a
+        two-phase one it takes a build slot and then a run slot as its evaluation asks (`JobSlots`). A
+        KeyboardInterrupt while waiting or running propagates (the runner kills the job's child first)
+        and frees its slot."""
+        slots = JobSlots(self, job)
+        if self._run_phases is not None:
+            return self._run_phases(job, slots)
+        with slots.run() as slot:
+            if job.settings.device != slot.device:
+                job = dataclasses.replace(job, settings=dataclasses.replace(job.settings, device=slot.device))
             return self._run_job(job)
-        finally:
-            self._release(i)
 
     def submit(self, job: EvalJob) -> Future:
         """`run(job)` on a helper (daemon) thread; returns a Future of its result (or its exception)."""
@@ -240,31 +299,28 @@ class EvalPool:
         return self.run(EvalJob(problem, candidate_source, self.settings, kind="retime"))
 
     def kill_running(self) -> int:
-        """Kill the children of every evaluation running in this process (an interrupt); return how many."""
+        """Kill the children of every evaluation running in this process (an interrupt); return how many.
+        An evaluation between its build and run children then starts no run child."""
         from kb_agent.evaluator.runner import kill_live_children
 
         return kill_live_children()
 
     # -- state, for progress displays ----------------------------------------------------------------------
     def slots(self) -> list[SlotState]:
-        """A copy of every slot's state."""
+        """A copy of every slot's state: the run slots, then the build slots."""
         now = time.monotonic()
         with self._cond:
-            out = []
-            for s, since in zip(self._slots, self._since, strict=True):
-                held = now - since if since is not None else 0.0
-                out.append(dataclasses.replace(s, since_s=held, busy_s=s.busy_s + held))
-            return out
+            return self._run.states(now) + self._build.states(now)
 
     def waiting(self) -> int:
-        """Jobs waiting for a slot."""
+        """Jobs waiting for a slot (a run slot or a build slot)."""
         with self._cond:
-            return len(self._waiting)
+            return len(self._run.waiting) + len(self._build.waiting)
 
     def gpu_busy(self) -> float | None:
         """Fraction (0..1) of the time since the pool was made that its GPU slots were held, summed over
-        slots and divided by their number; None for a CPU pool. With `per_gpu` above 1 a GPU counts as
-        busy while any of its slots is held."""
+        GPUs and divided by their number; None for a CPU pool. Build slots do not count. With
+        `per_gpu` above 1 a GPU counts as busy while any of its slots is held."""
         if not self.on_gpu:
             return None
         elapsed = time.monotonic() - self._t0
@@ -272,36 +328,108 @@ class EvalPool:
             return 0.0
         per_device: dict[str, float] = {}
         for s in self.slots():
-            per_device[s.device] = max(per_device.get(s.device, 0.0), s.busy_s)
+            if s.kind == "gpu":
+                per_device[s.device] = max(per_device.get(s.device, 0.0), s.busy_s)
         return min(1.0, sum(per_device.values()) / (len(per_device) * elapsed))
 
-    # -- slots ---------------------------------------------------------------------------------------------
-    def _acquire(self, job: EvalJob) -> int:
-        with self._cond:
-            ticket = self._tickets
-            self._tickets += 1
-            self._waiting.append(ticket)
+
+class JobSlots:
+    """The slots of one job in `pool` (`evaluator.slots.Slots`): `build()` a build slot, `run()` a run
+    slot, each waited for (first come, first served among the jobs waiting for that kind) and freed when
+    the block ends, an exception included. A pool without build slots (a one-phase executor) gives its
+    builds no slot to wait for."""
+
+    def __init__(self, pool: EvalPool, job: EvalJob):
+        self.pool, self.job = pool, job
+
+    @contextlib.contextmanager
+    def build(self) -> Iterator[Slot]:
+        group = self.pool._build
+        if not group.slots:
+            yield Slot("cpu")
+            return
+        i = group.acquire(f"{self.job.problem.key} build")
+        try:
+            yield Slot("cpu", group.slots[i].cores)
+        finally:
+            group.release(i)
+
+    @contextlib.contextmanager
+    def run(self) -> Iterator[Slot]:
+        group = self.pool._run
+        i = group.acquire(f"{self.job.problem.key} {self.job.kind}")
+        try:
+            s = group.slots[i]
+            yield Slot(s.device, s.cores)
+        finally:
+            group.release(i)
+
+
+class _SlotGroup:
+    """Slots of one kind (the run slots, or the build slots), handed out first come, first served under
+    the pool's one condition."""
+
+    def __init__(self, slots: list[SlotState], cond: threading.Condition):
+        self.slots = slots
+        self.cond = cond
+        self.since: list[float | None] = [None] * len(slots)
+        self.free = list(range(len(slots)))
+        self.waiting: list[int] = []  # tickets of threads waiting for a slot
+        self.tickets = 0
+
+    def acquire(self, label: str) -> int:
+        with self.cond:
+            ticket = self.tickets
+            self.tickets += 1
+            self.waiting.append(ticket)
             try:
-                while not (self._free and self._waiting[0] == ticket):
-                    self._cond.wait()
+                while not (self.free and self.waiting[0] == ticket):
+                    self.cond.wait()
             finally:
-                self._waiting.remove(ticket)
-                self._cond.notify_all()
-            i = self._free.pop(0)
-            self._slots[i].job = f"{job.problem.key} {job.kind}"
-            self._since[i] = time.monotonic()
+                self.waiting.remove(ticket)
+                self.cond.notify_all()
+            i = self.free.pop(0)
+            self.slots[i].job = label
+            self.since[i] = time.monotonic()
             return i
 
-    def _release(self, i: int) -> None:
-        with self._cond:
-            since = self._since[i]
-            s = self._slots[i]
+    def release(self, i: int) -> None:
+        with self.cond:
+            since = self.since[i]
+            s = self.slots[i]
             s.busy_s += time.monotonic() - since if since is not None else 0.0
             s.done += 1
-            s.job, self._since[i] = None, None
-            self._free.append(i)
-            self._free.sort()
-            self._cond.notify_all()
+            s.job, self.since[i] = None, None
+            self.free.append(i)
+            self.free.sort()
+            self.cond.notify_all()
+
+    def states(self, now: float) -> list[SlotState]:
+        out = []
+        for s, since in zip(self.slots, self.since, strict=True):
+            held = now - since if since is not None else 0.0
+            out.append(dataclasses.replace(s, since_s=held, busy_s=s.busy_s + held))
+        return out
 
 
-__all__ = ["JOB_KINDS", "EvalJob", "EvalPool", "RunJob", "SlotState", "cpu_cores", "run_job", "visible_gpus"]
+def _cpu_list() -> list[int]:
+    """The CPUs this process may run on (its affinity mask), in order."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return list(range(os.cpu_count() or 1))
+
+
+__all__ = [
+    "JOB_KINDS",
+    "EvalJob",
+    "EvalPool",
+    "JobSlots",
+    "RunJob",
+    "RunPhases",
+    "SlotState",
+    "cpu_cores",
+    "run_job",
+    "run_job_in_phases",
+    "visible_gpus",
+]

@@ -131,3 +131,129 @@ def test_real_evaluations_through_the_pool_on_the_cpu(tmp_path):
     futures = [pool.submit(EvalJob(RELU, src, pool.settings)) for _ in range(2)]
     assert [f.result(timeout=300).status for f in futures] == [Status.CORRECT, Status.CORRECT]
     assert sum(s.done for s in pool.slots()) == 2
+
+
+class PhasedRecorder:
+    """A fake two-phase executor: holds a build slot `build_s`, then a run slot `run_s`; records
+    (phase, device, start, end, tag, cores) of each."""
+
+    def __init__(self, build_s: float = 0.2, run_s: float = 0.1):
+        self.build_s, self.run_s = build_s, run_s
+        self.runs: list[tuple[str, str, float, float, str, tuple | None]] = []
+        self.lock = threading.Lock()
+
+    def _hold(self, phase: str, slot, tag: str, seconds: float) -> None:
+        t0 = time.monotonic()
+        time.sleep(seconds)
+        with self.lock:
+            self.runs.append((phase, slot.device, t0, time.monotonic(), tag, slot.cores))
+
+    def __call__(self, job: EvalJob, slots) -> EvalResult:
+        with slots.build() as slot:
+            self._hold("build", slot, job.source, self.build_s)
+        with slots.run() as slot:
+            self._hold("run", slot, job.source, self.run_s)
+        return EvalResult(status=Status.CORRECT, device=slot.device)
+
+
+def phase(runs, name: str):
+    return [(d, a, b, tag) for p, d, a, b, tag, _ in runs if p == name]
+
+
+def test_builds_of_several_jobs_run_at_once_while_each_gpu_runs_one_job(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    rec = PhasedRecorder()
+    pool = EvalPool(EvalSettings(device="cuda"), build_slots=4, gpu_cores=0, run_phases=rec)
+    assert (pool.size, pool.build_size) == (1, 4)
+    assert [(s.name, s.kind) for s in pool.slots()] == [("gpu0", "gpu")] + [
+        (f"build{i}", "build") for i in range(4)
+    ]
+    t0 = time.monotonic()
+    results = run_many(pool, 8)
+    wall = time.monotonic() - t0
+    assert {r.device for r in results} == {"cuda:0"}
+    builds, runs = phase(rec.runs, "build"), phase(rec.runs, "run")
+    assert most_at_once(builds) == 4 and most_at_once(runs, "cuda:0") == 1  # timing alone on its GPU
+    # the GPU ran one job while others built: the run phases overlap the builds of later jobs
+    assert any(a < b2 and a2 < b for _, a, b, _ in runs for _, a2, b2, _ in builds)
+    assert wall < 8 * (rec.build_s + rec.run_s) * 0.75  # one slot for all: 2.4 s
+    slots = pool.slots()
+    assert (
+        sum(s.done for s in slots if s.kind == "gpu") == sum(s.done for s in slots if s.kind == "build") == 8
+    )
+    busy = pool.gpu_busy()
+    assert 0.3 < busy <= 1.0  # build slots do not count: 0.8 s of GPU work in about 1.2 s
+
+
+def test_a_job_waits_for_its_run_slot_without_holding_a_build_slot(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    rec = PhasedRecorder(build_s=0.05, run_s=0.3)
+    pool = EvalPool(EvalSettings(device="cuda"), build_slots=1, gpu_cores=0, run_phases=rec)
+    run_many(pool, 3)
+    builds, runs = phase(rec.runs, "build"), phase(rec.runs, "run")
+    # job 2 and 3 built (one at a time, on the one build slot) while job 1 held the GPU
+    first_run = min(runs, key=lambda r: r[1])
+    assert sum(1 for _, a, b, _ in builds if a < first_run[2] and b <= first_run[2] + 0.05) == 3
+    assert most_at_once(runs) == 1 and pool.waiting() == 0
+
+
+def test_cores_are_split_between_each_gpus_run_slot_and_the_builds(monkeypatch):
+    from kb_agent.evaluator import pool as pool_module
+    from kb_agent.evaluator import slots as slots_module
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    monkeypatch.setattr(pool_module, "_cpu_list", lambda: list(range(16)))
+    monkeypatch.setattr(slots_module, "_sibling_groups", lambda cpus: [(c,) for c in sorted(cpus)])
+    rec = PhasedRecorder(0.01, 0.01)
+    pool = EvalPool(EvalSettings(device="cuda"), run_phases=rec)
+    by_name = {s.name: s for s in pool.slots()}
+    assert by_name["gpu0"].cores == (14, 15) and by_name["gpu1"].cores == (12, 13)
+    assert pool.build_size == 6 and by_name["build0"].cores == tuple(range(12))  # half the 12 left
+    run_many(pool, 4)
+    seen = {(p, cores) for p, _, _, _, _, cores in rec.runs}
+    assert ("build", tuple(range(12))) in seen and {c for p, c in seen if p == "run"} <= {(14, 15), (12, 13)}
+    # hyperthread siblings stay together: a GPU's run slot takes a whole core
+    monkeypatch.setattr(slots_module, "_sibling_groups", lambda cpus: [(c, c + 8) for c in range(8)])
+    pool = EvalPool(EvalSettings(device="cuda"), run_phases=rec)
+    assert [s.cores for s in pool.slots()[:2]] == [(7, 15), (6, 14)]
+    # too few CPUs to keep apart: nothing pinned
+    monkeypatch.setattr(pool_module, "_cpu_list", lambda: [0, 1])
+    monkeypatch.setattr(slots_module, "_sibling_groups", lambda cpus: [(c,) for c in sorted(cpus)])
+    pool = EvalPool(EvalSettings(device="cuda"), run_phases=rec)
+    assert {s.cores for s in pool.slots()} == {None} and pool.build_size == 1
+
+
+def test_a_one_phase_executor_holds_its_run_slot_and_the_pool_has_no_build_slots(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    pool = EvalPool(EvalSettings(device="cuda"), run_job=Recorder(0.01))
+    assert pool.build_size == 0 and [s.kind for s in pool.slots()] == ["gpu"]
+    with pytest.raises(ValueError, match="one executor"):
+        EvalPool(EvalSettings(device="cuda"), run_job=Recorder(), run_phases=PhasedRecorder())
+    with pytest.raises(ValueError, match="build_slots"):
+        EvalPool(EvalSettings(device="cuda"), build_slots=0)
+
+
+def test_the_default_executor_passes_the_jobs_slots_to_the_evaluation(monkeypatch):
+    from kb_agent.evaluator import runner
+
+    seen = []
+
+    def fake_evaluate(problem, source, settings, slots):
+        with slots.build() as b:
+            seen.append(("build", b.device))
+        with slots.run() as r:
+            seen.append(("run", r.device, settings.repro_timing))
+        return EvalResult(status=Status.CORRECT, device=r.device)
+
+    def fake_check(problem, settings):
+        return {"device": settings.device}
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    monkeypatch.setattr(runner, "evaluate", fake_evaluate)
+    monkeypatch.setattr(runner, "check_problem", fake_check)
+    pool = EvalPool(EvalSettings(device="cuda"), build_slots=2, gpu_cores=0)
+    assert pool.evaluate(RELU, "src").device == "cuda:0"
+    pool.retime(RELU, "src")
+    assert pool.run(EvalJob(RELU, "", pool.settings, kind="check_problem")) == {"device": "cuda:0"}
+    assert seen == [("build", "cpu"), ("run", "cuda:0", None), ("build", "cpu"), ("run", "cuda:0", True)]
+    assert sum(s.done for s in pool.slots() if s.kind == "build") == 2
