@@ -14,6 +14,9 @@ Candidates build their own CUDA extensions by calling `torch.utils.cpp_extension
   retried with the candidate's sources unchanged, so the contract is the same;
 * builds with all cores (ninja), and without torch's precompiled header, which is machine-wide state
   that one interrupted or concurrent build can corrupt for every later one;
+* builds for the evaluator's architecture (TORCH_CUDA_ARCH_LIST) also when one of the candidate's CUDA
+  flags merely contains "arch" (`-Xcompiler -march=native`), for which torch drops its own
+  (`arch_flags_for`); a candidate that names an architecture builds for that, as torch has it;
 * reports the compiler's first errors (nvcc, ptxas, cicc, g++, the linker, ninja), with the offending
   source line, instead of ninja's whole log or its command lines, and says when a compiler refused one of
   the candidate's own flags (`extra_cuda_cflags=["-arch=sm_70"]` under CUDA 13).
@@ -325,6 +328,36 @@ def ptx_check_flags(cuda_flags: list[str], arch: str) -> list[str]:
     return [f"-arch=sm_{pick}", *kept]
 
 
+def _names_arch(cuda_flags: list[str]) -> bool:
+    """Whether one of the candidate's `extra_cuda_cflags` names an architecture (`-arch`, `-gencode`,
+    `--gpu-architecture`, `-code`, ...), a flag holding several options (`"-O3 -arch=sm_90"`) included."""
+    return any(_ARCH_OPTION_RE.match(p) for f in cuda_flags for p in str(f).split())
+
+
+def _torch_drops_arch(cuda_flags: list[str]) -> bool:
+    """torch's rule (`cpp_extension._get_cuda_arch_flags`): it adds no `-gencode` of its own when any
+    flag merely contains "arch" (`-Xcompiler -march=native` too)."""
+    return any("arch" in str(f) and "TORCH_EXTENSION_NAME" not in str(f) for f in cuda_flags)
+
+
+def evaluator_arch_kept(cuda_flags: list[str]) -> bool:
+    """Whether the build compiles for the evaluator's architecture (TORCH_CUDA_ARCH_LIST) as well as for
+    what the candidate's `extra_cuda_cflags` name: yes unless they name an architecture themselves, and
+    torch then leaves its own out. A flag that only contains "arch" keeps it (`arch_flags_for`)."""
+    return not (_torch_drops_arch(cuda_flags) and _names_arch(cuda_flags))
+
+
+def arch_flags_for(cuda_flags: list[str], ours: list[str]) -> list[str]:
+    """The candidate's `extra_cuda_cflags` as the build passes them to load_inline: as given, plus the
+    evaluator's `ours` (`-gencode=arch=compute_90a,code=sm_90a`) where torch would drop its own for a
+    flag that merely contains "arch" although none names an architecture (torch's substring test, which
+    left such a build to nvcc's default architecture)."""
+    flags = [str(f) for f in cuda_flags]
+    if _torch_drops_arch(flags) and not _names_arch(flags):
+        return flags + [f for f in ours if f not in flags]
+    return flags
+
+
 def _run_check(cmd: list[str], workdir: Path, flags: dict, arch: str) -> None:
     """Run one compile check; a failure raises BuildError (or CudaUnavailable for a header this machine lacks)."""
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=workdir)
@@ -352,7 +385,7 @@ def _syntax_check(sources: list[str], cuda_sources: list[str], flags: dict, work
     `flags` are the candidate's load_inline keyword arguments: its `extra_cuda_cflags` reach nvcc and its
     `extra_cflags` the host compiler, so a flag the real build refuses fails here too. The CUDA flags are
     first checked by `nvcc --dryrun -c` exactly as the real build passes them (with the evaluator's
-    `-gencode` only when none of the candidate's flags names an architecture, torch's rule; about 0.02 s),
+    `-gencode` unless the candidate's flags name an architecture: `evaluator_arch_kept`; about 0.02 s),
     then the sources by `nvcc -ptx` (`ptx_check_flags`). `extra_ldflags` are not checked: nothing links."""
     import torch.utils.cpp_extension as ce
 
@@ -383,8 +416,7 @@ def _syntax_check(sources: list[str], cuda_sources: list[str], flags: dict, work
             )
         )
         cuda_flags = [str(f).strip() for f in flags.get("extra_cuda_cflags") or []]
-        names_arch = any("arch" in f and "TORCH_EXTENSION_NAME" not in f for f in cuda_flags)
-        gencode = [] if names_arch else [f"-gencode=arch=compute_{sm},code=sm_{sm}"]
+        gencode = [f"-gencode=arch=compute_{sm},code=sm_{sm}"] if evaluator_arch_kept(cuda_flags) else []
         checks.append([nvcc, "--dryrun", *half, "--compiler-options", "-fPIC", *gencode, *cuda_flags,
                        "-std=c++17", "-c", str(cu), "-o", str(workdir / "cuda.o")])  # fmt: skip
         # -o a real file: `nvcc -ptx --threads N -o /dev/null` never returns (nvcc 13.0)
@@ -497,6 +529,8 @@ class LoadInlineWrapper:
         # every build on the machine, and one interrupted or concurrent PCH build left a .gch that made
         # g++ crash ("internal compiler error: Segmentation fault") on every later build (seen on the H200).
         kwargs.setdefault("use_pch", False)
+        if cu:
+            args, kwargs = self._with_arch(args, kwargs)
         module, light = light_first(
             cu,
             lambda sources, light: self._build(
@@ -521,6 +555,25 @@ class LoadInlineWrapper:
         except (TypeError, ValueError):  # a call load_inline itself refuses: it will say so
             return dict(kwargs)
         return dict(bound.arguments)
+
+    def _with_arch(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        """The call's arguments with `extra_cuda_cflags` as `arch_flags_for` makes them."""
+        import inspect
+
+        try:
+            bound = inspect.signature(self.original).bind_partial("name", [], [], *args, **kwargs)
+        except (TypeError, ValueError):  # a call load_inline itself refuses: it will say so
+            return args, kwargs
+        given = list(bound.arguments.get("extra_cuda_cflags") or [])
+        try:
+            ours = self.ce._get_cuda_arch_flags()  # what TORCH_CUDA_ARCH_LIST gives (-gencode=...)
+        except Exception:  # noqa: BLE001 - an arch list torch refuses: its own build will say so
+            return args, kwargs
+        fixed = arch_flags_for(given, ours)
+        if fixed == given:
+            return args, kwargs
+        bound.arguments["extra_cuda_cflags"] = fixed
+        return bound.args[3:], bound.kwargs
 
     def _build(self, name, uname: str, cpp: list[str], cu: list[str], args, kwargs, flags: dict):
         import fcntl
