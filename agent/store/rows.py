@@ -25,7 +25,10 @@ JSON_COLUMNS = {
 
 # the evaluation stages that hold a GPU slot (EvalResult.stages): a turn's `run_s` (and `gpu_s` in
 # `Store.turn_summaries`) is their wall seconds
-GPU_STAGES = ("correctness", "timing")
+# the stages that hold the evaluation's GPU slot: a split evaluation's run child (`run_setup`: its start,
+# `run_load`: the candidate imported again, its builds found cached; evaluator.runner) and the
+# correctness and timing stages of every evaluation
+GPU_STAGES = ("run_setup", "run_load", "correctness", "timing")
 
 
 def now() -> str:
@@ -118,8 +121,9 @@ def eval_seconds(eval_result: Mapping[str, Any] | None) -> dict[str, float | Non
         `setup_s`: starting the child: spawning it or forking it from the warm worker (the seconds of
             `child_start`, where the result has them) and its setup stage (a spawned child's imports);
         `build_s`: the build stage (importing the candidate, its extension builds included);
-        `run_s`: the GPU_STAGES (correctness + timing) summed, the seconds the evaluation's own GPU work
-            took; None when neither began (a compile error);
+        `run_s`: the GPU_STAGES summed (correctness + timing, and a split evaluation's run child's start
+            and load), the seconds the evaluation held its GPU slot; None when none began (a compile
+            error);
         `eval_s`: the whole evaluation (`stages["total"]`).
         Each None when that stage never began, all None without an evaluation or stage times.
     """

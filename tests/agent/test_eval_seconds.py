@@ -34,6 +34,9 @@ def test_the_columns_are_the_stage_seconds_and_none_for_a_stage_never_begun():
     assert eval_seconds(compile_error) == {"setup_s": 3.0, "build_s": 9.0, "run_s": None, "eval_s": 12.1}
     forked = {"stages": {**STAGES, "setup": 0.01}, "child_start": {"method": "fork", "seconds": 0.04}}
     assert eval_seconds(forked)["setup_s"] == pytest.approx(0.05)  # the fork itself is not a stage
+    # a split evaluation: the run child's start and load hold the GPU slot too (evaluator.runner)
+    split = {"stages": {**STAGES, "run_setup": 0.25, "run_load": 0.5}}
+    assert eval_seconds(split)["run_s"] == pytest.approx(5.75)
     nothing = {"setup_s": None, "build_s": None, "run_s": None, "eval_s": None}
     assert eval_seconds(None) == nothing and eval_seconds({"stages": {}}) == nothing
 
