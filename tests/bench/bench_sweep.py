@@ -1,7 +1,7 @@
 """How much faster is a sweep with more trajectories in flight? (issue 14, goal P2)
 
     python tests/bench/bench_sweep.py [--jobs 1,4] [--latency-s 3] [--problem toy] [--turns 2]
-        [--samples 1] [--device cpu] [--replies DIR] [--retime] [--strict]
+        [--samples 1] [--device cpu] [--replies DIR] [--retime] [--strict] [--executor local,ray,ray-reuse]
 
 Runs the same sweep once per `--jobs` setting: the main job (`agent.job.start`, as `kb-agent solve` runs
 it) on `--problem` against the bundled fake model server (`kb_agent.agent.fakeserver`) answering every
@@ -10,6 +10,10 @@ request after `--latency-s` seconds, each conversation with reply N+1 of `--repl
 wrong result, a correct kernel; other problems get them too and fail them, which costs an evaluation
 all the same). Every setting starts from an empty store in a temporary folder and a fresh evaluation
 pool (`evaluator.pool.EvalPool`: one slot per visible GPU, or one per core with --device cpu).
+`--executor local,ray` runs every --jobs setting once per executor: `ray` through a local Ray instance
+started once, after the local sweeps (`evaluator.ray_executor.RayExecutor`; its start is not in wall_s,
+it is printed as `ray_start_s`), each evaluation a Ray task in a fresh worker process; `ray-reuse` the same
+with workers reused (`RayExecutor(fresh_workers=False)`: each worker's fork server stays warm).
 
 Prints one JSON line per setting:
 
@@ -18,11 +22,17 @@ Prints one JSON line per setting:
 
 Measured on the 2-core CPU machine (toy, 5 trajectories x 2 turns, 3 s latency, other work sharing the
 cores, load average about 4): --jobs 1 48.7 s, --jobs 4 20.3 s (0.42 of the time), 10 evaluations each.
+Through Ray there (`--executor local,ray`, load average 3 to 6): the same verdicts on every turn; local
+44.9 s and 13.9 s, ray 118.8 s and 78.8 s (a fresh worker per task pays a worker start and torch's
+imports, about 7 s an evaluation); `--executor local,ray-reuse`: local 38.4 s and 13.8 s, ray-reuse 42.1 s
+and 18.2 s.
 
 wall_s: seconds from the start of the run to its end (the store opened, litellm imported before);
 evaluations: evaluation jobs the pool ran (turns with code, plus re-timings); gpu_busy: the share of the
 wall time the GPU slots were held (`EvalPool.gpu_busy`), null on the CPU. Progress goes to stderr. The
-last line compares the settings: {"speedup_vs_first": {"4": 2.1}, ...}.
+last line compares the settings: {"speedup_vs_first": {"4": 2.1}, ...}; with two executors or more, a line
+{"same_verdicts": true, ...} says whether every turn got the same status under each, per --jobs setting.
+verdicts: "problem#sample" -> the statuses of its turns, in order.
 
 Goals (issue 14): on a 2-core CPU machine, toy problems with 3 s latency, --jobs 4 in at most half the wall
 time of --jobs 1; on the H200, 20 level-1 problems x 3 turns of scripted CUDA replies with 20 s latency,
@@ -32,6 +42,8 @@ time of --jobs 1; on the H200, 20 level-1 problems x 3 turns of scripted CUDA re
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -59,12 +71,18 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def sweep(args: argparse.Namespace, jobs: int, replies: list, problems: list) -> dict:
-    """One sweep with `jobs` trajectories in flight; returns its JSON line."""
+def sweep(args: argparse.Namespace, jobs: int, replies: list, problems: list, cluster=None) -> dict:
+    """One sweep with `jobs` trajectories in flight (evaluated on `cluster`, a RayExecutor, when given);
+    returns its JSON line."""
     config = SolveConfig(turns=args.turns, samples=args.samples, device=args.device,
                          backend="triton" if args.device == "cpu" else args.backend, strict=args.strict,
                          retime_best=args.retime, run_name=f"sweep-jobs{jobs}")  # fmt: skip
-    pool = EvalPool(job.evaluator_settings(config))
+    if cluster is None:
+        pool = EvalPool(job.evaluator_settings(config))
+    else:
+        pool = cluster.pool(config.eval_settings())
+        if config.device.startswith("cuda"):
+            config = dataclasses.replace(config, **cluster.gpu_target())
     with tempfile.TemporaryDirectory(prefix="bench-sweep-") as tmp, Store(Path(tmp) / "kb.sqlite") as store:
         with FakeLLMServer(replies, by_turn=True, latency_s=args.latency_s) as srv:
             llm = LLMConfig(model="openai/scripted", api_base=srv.openai_base, max_attempts=1)
@@ -76,8 +94,11 @@ def sweep(args: argparse.Namespace, jobs: int, replies: list, problems: list) ->
             requests = len(srv.requests)
         statuses = Counter(t["status"] for t in store.turn_summaries(run_id))
         status = store.get_run(run_id)["status"]
+        verdicts = {f"{t['problem_key']}#{t['sample']}": ",".join(str(x["status"]) for x in store.turns(t["id"]))
+                    for t in store.trajectories(run_id)}  # fmt: skip
     busy = pool.gpu_busy()
     return {
+        "executor": args.executor_now,
         "jobs": jobs,
         "wall_s": round(wall, 2),
         "evaluations": sum(s.done for s in pool.slots()),
@@ -90,6 +111,7 @@ def sweep(args: argparse.Namespace, jobs: int, replies: list, problems: list) ->
         "device": args.device,
         "run_status": status,
         "statuses": dict(statuses),
+        "verdicts": verdicts,
     }
 
 
@@ -106,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--retime", action="store_true", help="re-time each trajectory's winner (off here)")
     ap.add_argument("--strict", action="store_true", help="strict mode (off here: it times nothing compared)")
     ap.add_argument("--dataset", default=None, help="a local KernelBench folder (default $KB_DATASET)")
+    ap.add_argument("--executor", default="local", help="comma list of executors: local, ray (default local)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     settings = [int(j) for j in args.jobs.split(",")]
@@ -114,15 +137,42 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # offline: no fetch of the price map
     import litellm  # noqa: F401  - imported once, outside the timed sweeps
 
-    lines = []
-    for jobs in settings:
-        log(f"jobs {jobs}: {len(problems) * args.samples} trajectories x {args.turns} turns ...")
-        line = sweep(args, jobs, replies, problems)
-        lines.append(line)
-        print(json.dumps(line), flush=True)
-    first = lines[0]["wall_s"]
-    print(json.dumps({"speedup_vs_first": {str(x["jobs"]): round(first / x["wall_s"], 2) for x in lines[1:]},
-                      "wall_ratio_vs_first": {str(x["jobs"]): round(x["wall_s"] / first, 3) for x in lines[1:]}}))  # fmt: skip
+    executors = args.executor.split(",")
+    if not set(executors) <= {"local", "ray", "ray-reuse"}:
+        ap.error(f"--executor: local, ray or ray-reuse, got {args.executor}")
+    with contextlib.ExitStack() as stack:
+        lines: dict[str, list[dict]] = {}
+        for executor in executors:
+            cluster = None
+            if executor != "local":  # started after the local sweeps, so that its processes idle beside none
+                from kb_agent.evaluator.ray_executor import RayExecutor
+
+                t0 = time.perf_counter()
+                stack.close()  # one Ray instance at a time
+                cluster = stack.enter_context(RayExecutor(fresh_workers=executor == "ray"))
+                cluster.probe(on_gpu=False)  # the first worker, outside the timed sweeps
+                print(json.dumps({"ray_start_s": round(time.perf_counter() - t0, 2), "resources": cluster.resources()}),
+                      flush=True)  # fmt: skip
+            for jobs in settings:
+                log(
+                    f"{executor}, jobs {jobs}: {len(problems) * args.samples} trajectories x {args.turns} turns ..."
+                )
+                args.executor_now = executor
+                line = sweep(args, jobs, replies, problems, cluster)
+                lines.setdefault(executor, []).append(line)
+                print(json.dumps(line), flush=True)
+    for executor, runs in lines.items():
+        first = runs[0]["wall_s"]
+        print(json.dumps({"executor": executor,
+                          "speedup_vs_first": {str(x["jobs"]): round(first / x["wall_s"], 2) for x in runs[1:]},
+                          "wall_ratio_vs_first": {str(x["jobs"]): round(x["wall_s"] / first, 3) for x in runs[1:]}}))  # fmt: skip
+    if len(lines) > 1:
+        first, *others = lines
+        same = {f"{e}/{a['jobs']}": a["verdicts"] == b["verdicts"]
+                for e in others for a, b in zip(lines[first], lines[e], strict=True)}  # fmt: skip
+        print(json.dumps({"same_verdicts": all(same.values()), "per_setting": same,
+                          "wall_ratio_vs_" + first: {f"{e}/{a['jobs']}": round(b["wall_s"] / a["wall_s"], 3)
+                                                     for e in others for a, b in zip(lines[first], lines[e], strict=True)}}))  # fmt: skip
     return 0
 
 

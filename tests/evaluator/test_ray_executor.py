@@ -378,3 +378,33 @@ def _alive(pids: set[int]) -> set[int]:
         if stat[stat.rindex(")") + 2] != "Z":
             out.add(pid)
     return out
+
+
+# -- GPU: a local Ray instance with this machine's GPUs (the H200 check) --------------------------------------
+@pytest.mark.gpu
+@pytest.mark.slow  # a Ray instance, a GPU probe and four CUDA/Triton evaluations (nvcc builds)
+def test_on_a_gpu_ray_tasks_take_one_gpu_each_and_give_the_local_pools_verdicts():
+    pytest.importorskip("ray")
+    settings = EvalSettings(device="cuda")
+    sources = [
+        (CANDIDATES / name).read_text()
+        for name in ("cuda_relu.py", "triton_relu.py", "triton_relu_off_by_one.py")
+    ]
+    with RayExecutor() as ex:
+        target = ex.gpu_target()
+        pool = ex.pool(settings)
+        assert pool.size == ex.gpus() >= 1 and pool.on_gpu
+        on_ray = [f.result(timeout=600) for f in [pool.submit(EvalJob(RELU, s, settings)) for s in sources]]
+        busy = pool.gpu_busy()
+    here = [EvalPool(settings).evaluate(RELU, s) for s in sources]
+    assert (
+        [r.status for r in on_ray]
+        == [r.status for r in here]
+        == [Status.CORRECT, Status.CORRECT, Status.INCORRECT]
+    )
+    for a, b in zip(on_ray, here, strict=True):
+        assert a.device == "cuda:0" and a.hardware.gpu_name == b.hardware.gpu_name == target["gpu_name"]
+        assert a.hardware.compute_capability == b.hardware.compute_capability
+    assert on_ray[0].speedup > 0 and 0 < busy <= 1
+    print(f"\nRay on {target}: speedups {[r.speedup for r in on_ray[:2]]} (local {[r.speedup for r in here[:2]]}), "
+          f"gpu_busy {busy:.2f}")  # fmt: skip
