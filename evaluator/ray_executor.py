@@ -45,6 +45,7 @@ import dataclasses
 import hashlib
 import logging
 import os
+import signal
 import socket
 import threading
 import time
@@ -210,6 +211,8 @@ class RayExecutor:
             if why is not None:
                 raise RayExecutorError(f"no Ray cluster answers at {address} ({why}); start one (`ray start --head`) "
                                "or leave out --ray-address for a local instance")  # fmt: skip
+        main_thread = threading.current_thread() is threading.main_thread()
+        sigterm = signal.getsignal(signal.SIGTERM) if main_thread else None
         try:
             if address:
                 ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
@@ -221,6 +224,9 @@ class RayExecutor:
         except Exception as e:  # ConnectionError, ValueError (a bad address), RuntimeError, ...
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]
             raise RayExecutorError(f"could not use {where}: {first}") from None
+        finally:
+            if main_thread:  # ray.init installs a SIGTERM handler of its own (sys.exit); the caller's stays
+                signal.signal(signal.SIGTERM, sigterm)
         self._owns = True
         log.info("Ray: %s, resources %s", where, self.resources())
 
