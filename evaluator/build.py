@@ -17,6 +17,9 @@ Candidates build their own CUDA extensions by calling `torch.utils.cpp_extension
 * builds for the evaluator's architecture (TORCH_CUDA_ARCH_LIST) also when one of the candidate's CUDA
   flags merely contains "arch" (`-Xcompiler -march=native`), for which torch drops its own
   (`arch_flags_for`); a candidate that names an architecture builds for that, as torch has it;
+* links the binding object (`main.o`: torch's and pybind11's headers around the declarations) that the
+  harness compiled into the binding cache from an earlier build's identical main.cpp, so only the .cu
+  compiles (`evaluator.bindcache`; any trouble there and torch builds it as it always does);
 * reports the compiler's first errors (nvcc, ptxas, cicc, g++, the linker, ninja), with the offending
   source line, instead of ninja's whole log or its command lines, and says when a compiler refused one of
   the candidate's own flags (`extra_cuda_cflags=["-arch=sm_70"]` under CUDA 13).
@@ -475,10 +478,15 @@ def light_first(cuda_sources: list[str], attempt):
 class LoadInlineWrapper:
     """Replaces `torch.utils.cpp_extension.load_inline` inside the evaluator's child (see module doc).
 
-    `builds` records each build: name, seconds, and whether it came from the cache.
+    `builds` records each build: name, seconds, whether it came from the cache (`cached`: an identical
+    source built before), and which path built it (`path`: "cached_binding", "own_binding" or "stock", see
+    `evaluator.bindcache`) with the `reason` it was not the cached binding object, and `binding_key`.
+    `bind_root` is the binding cache (`bindcache.cache_dir`), None for none.
     """
 
-    def __init__(self, build_root: Path, arch: str, cuda_torch: bool, salt: str):
+    def __init__(
+        self, build_root: Path, arch: str, cuda_torch: bool, salt: str, bind_root: Path | None = None
+    ):
         import torch.utils.cpp_extension as ce
 
         self.ce = ce
@@ -487,7 +495,9 @@ class LoadInlineWrapper:
         self.arch = arch
         self.cuda_torch = cuda_torch
         self.salt = salt
+        self.bind_root = bind_root
         self.builds: list[dict] = []
+        self._path: dict = {}  # the last build's path record (bindcache.JitHook.record)
         self.monitor = None  # strict mode's SideEffectMonitor, paused while a build runs
         self.probe = None  # strict mode's kernel_probe.KernelProbe: the built modules' functions report to it
 
@@ -538,7 +548,7 @@ class LoadInlineWrapper:
             ),
         )
         self.builds.append({"name": str(name), "seconds": time.perf_counter() - t0, "cached": cached,
-                            "light_cuda_include": light})  # fmt: skip
+                            "light_cuda_include": light, **self._path})  # fmt: skip
         if self.probe is not None:  # strict mode: each call of the module's functions is a custom launch
             from kb_agent.evaluator.kernel_probe import wrap_extension
 
@@ -578,6 +588,8 @@ class LoadInlineWrapper:
     def _build(self, name, uname: str, cpp: list[str], cu: list[str], args, kwargs, flags: dict):
         import fcntl
 
+        from kb_agent.evaluator.bindcache import JitHook, hooked
+
         build_dir = self.build_root / uname
         build_dir.mkdir(parents=True, exist_ok=True)
         kwargs = {**kwargs, "build_directory": str(build_dir)}
@@ -587,8 +599,11 @@ class LoadInlineWrapper:
         with open(build_dir / ".kb_lock", "w") as guard:
             fcntl.flock(guard, fcntl.LOCK_EX)
             (build_dir / "lock").unlink(missing_ok=True)
+            self._path = {}
+            hook = JitHook(self.ce, self.bind_root, self._path)
             try:
-                return self.original(uname, cpp, cu, *args, **kwargs)
+                with hooked(self.ce, hook):
+                    return self.original(uname, cpp, cu, *args, **kwargs)
             except RuntimeError as e:
                 log = str(e)
                 if "Error building extension" in log or "error" in log.lower():

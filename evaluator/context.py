@@ -18,6 +18,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from kb_agent.evaluator.bindcache import cache_dir as bindcache_dir
 from kb_agent.evaluator.result import Status
 from kb_agent.evaluator.settings import EvalSettings
 
@@ -113,6 +114,10 @@ class Evaluation:
         self.problem = job["problem"]
         self.workdir = Path(job["workdir"])
         self.build_root = Path(job["build_root"])
+        # the binding-object cache (evaluator.bindcache) beside the candidates' build folders; none when
+        # builds are not kept (reuse_builds off)
+        cache = job.get("sandbox_cache")
+        self.bind_root = bindcache_dir(cache) if cache and self.settings.reuse_builds else None
         self.candidate_src = job["candidate"]
         self.device = torch.device(device or self.settings.device)
         if self.device.type == "cuda" and self.device.index is not None:

@@ -52,8 +52,10 @@ class CompileInfo:
     seconds: float | None = None  # wall seconds of the import, including any extension build
     errors: list[str] = field(default_factory=list)  # first compiler errors, "file(line): error: ..."
     log: str = ""  # compiler output, trimmed to the part that matters
-    # each load_inline call (build.LoadInlineWrapper.builds): name, seconds, cached (its .so was in the
-    # build cache), and "child": "build" or "run", the child that made the call (evaluator.runner)
+    # each extension build (build.LoadInlineWrapper.builds): name, seconds, cached (an identical source
+    # built before), path ("cached_binding": main.o from the binding cache, "own_binding": compiled here,
+    # "stock": load_inline as it is; evaluator.bindcache), reason (why not the cached binding), binding_key,
+    # and "child": "build" or "run", the child that made the call (evaluator.runner)
     builds: list[dict] = field(default_factory=list)
 
 

@@ -12,7 +12,8 @@ Profile "narrow" (the default):
   child's own /proc/PID, and the device files of `_writable_devices` (no /dev/shm: files there outlive
   the evaluation); reads only of `_readable_roots` (the system, this Python and its import path, the
   CUDA toolkit: not homes, /tmp, /etc's secrets, terminals, or other processes' /proc entries, whose
-  environ holds the harness's API keys); ioctls only on the GPU's device files (ABI 5+);
+  environ holds the harness's API keys) and of the `readable` folders (the binding-object cache, which
+  only the harness writes); ioctls only on the GPU's device files (ABI 5+);
 * no TCP connect or bind (Landlock ABI 4+, Linux 6.7); no signals to processes outside the sandbox,
   such as the harness, and no abstract UNIX sockets (ABI 6+, Linux 6.12);
 * no device nodes anywhere;
@@ -164,13 +165,17 @@ def _add_rule(libc, ruleset: int, path: str, rights: int) -> None:
         os.close(fd)
 
 
-def restrict(writable: list[str | os.PathLike], profile: str = "narrow") -> dict:
+def restrict(
+    writable: list[str | os.PathLike], profile: str = "narrow", readable: list[str | os.PathLike] = ()
+) -> dict:
     """Confine this thread, and all it starts from now on, as the module docstring says.
 
     Args:
         writable: folders beneath which files may be created, written and removed (missing ones are
             skipped).
         profile: "narrow" or "wide" (module docstring).
+        readable: folders the narrow profile lets it read (and not write) beside `_readable_roots`
+            (the binding-object cache); missing ones are skipped. The wide profile reads everything.
 
     Returns:
         What holds, for the result: {"profile", "landlock_abi", "writable", "network", "signals",
@@ -200,7 +205,7 @@ def restrict(writable: list[str | os.PathLike], profile: str = "narrow") -> dict
     extra = [os.path.realpath("/proc/self")] if narrow else list(_WIDE)  # /proc/self -> /proc/PID
     folders = list(dict.fromkeys(str(Path(p).resolve()) for p in [*writable, *extra] if Path(p).is_dir()))
     devices = _writable_devices() if narrow else []
-    readable = _readable_roots() if narrow else []
+    readable = [*_readable_roots(), *(str(p) for p in readable if os.path.isdir(p))] if narrow else []
     try:
         ruleset = _call(
             libc, _NR_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0)

@@ -32,6 +32,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kb_agent.evaluator.bindcache import cache_dir as bindcache_dir
 from kb_agent.evaluator.context import Evaluation, describe_exception, sandbox_held
 from kb_agent.evaluator.procs import die_with_parent, supervise
 from kb_agent.evaluator.result import Status
@@ -90,8 +91,15 @@ def confine(job: dict) -> dict | None:
     # candidate's folder); a candidate that could write it would downgrade later evaluations' sandbox
     cache = Path(job.get("sandbox_cache") or Path(job["build_root"]).parent)
     profile = choose_profile(writable, cache) if gpu else "narrow"
+    # the binding-object cache (evaluator.bindcache): read, never written, by the child (the harness
+    # publishes to it); made now, while the child may still create it
+    bindings = bindcache_dir(cache)
     try:
-        return restrict(writable, profile)
+        bindings.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        pass
+    try:
+        return restrict(writable, profile, readable=[bindings])
     except SandboxUnavailable as e:
         return {"unavailable": str(e)}
 

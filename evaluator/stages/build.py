@@ -97,7 +97,7 @@ def load(ev) -> Verdict | None:
                            f"{ev.settings.backend} kernels were asked for; this candidate's are {backend}")  # fmt: skip
     wrapper = LoadInlineWrapper(
         ev.build_root, ev.arch, cuda_torch=ev.torch.version.cuda is not None,
-        salt=(ev.torch.__version__, os.environ.get("TORCH_CUDA_ARCH_LIST"), sys.version),
+        salt=(ev.torch.__version__, os.environ.get("TORCH_CUDA_ARCH_LIST"), sys.version), bind_root=ev.bind_root,
     )  # fmt: skip
     wrapper.install()
     # the evaluator's own modules are imported (and bind what they use) before any candidate code runs
