@@ -101,7 +101,8 @@ def sweep(args: argparse.Namespace, jobs: int, replies: list, problems: list, cl
         "executor": args.executor_now,
         "jobs": jobs,
         "wall_s": round(wall, 2),
-        "evaluations": sum(s.done for s in pool.slots()),
+        # a split evaluation passes through a build slot and a run slot: count it once, at its run slot
+        "evaluations": sum(s.done for s in pool.slots() if getattr(s, "kind", "run") != "build"),
         "gpu_busy": None if busy is None else round(busy, 3),
         "slots": pool.size,
         "trajectories": len(problems) * args.samples,
