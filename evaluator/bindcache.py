@@ -470,7 +470,8 @@ def refusal(main_cpp: str, extra_cflags: list[str]) -> str:
             header = h and (h.group(1) or h.group(2))
             if not header or header.startswith("/") or ".." in header.split("/"):
                 return f"main.cpp includes {operand or '(nothing)'}: only relative headers by name are cached"
-    bad = [f for f in extra_cflags if not _CFLAG.fullmatch(f.strip())]
+    # an empty flag ("") puts nothing on the command line
+    bad = [f for f in extra_cflags if f.strip() and not _CFLAG.fullmatch(f.strip())]
     return f"extra_cflags {' '.join(bad)} are not among the flags the cache takes" if bad else ""
 
 

@@ -117,6 +117,7 @@ def test_a_held_publisher_lock_is_seen_with_read_access_only(tmp_path):
     "main_cpp,flags,why",
     [
         (DECL, ["-O3", "-DNDEBUG", "-Wall", "-std=c++20", "-march=native", "-fopenmp"], ""),
+        (DECL, [""], ""),  # KernelBench-style candidates often pass extra_cflags=[""]
         ('#include "/etc/passwd"\n', [], 'includes "/etc/passwd"'),
         ('#include "../../other/evil.h"\n', [], "includes"),
         ('#inc\\\nlude "/abs.h"\n', [], 'includes "/abs.h"'),  # a line splice
