@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -125,6 +126,7 @@ def main() -> None:
         print(json.dumps(line), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
+    shutil.rmtree(work, ignore_errors=True)  # the builds and the cache (with --pch, about 0.8 GB)
 
 
 def gxx(build_dir: Path, cache: Path, rows: dict) -> None:
