@@ -261,6 +261,9 @@ class EvalResult:
     stdout: str = ""  # the candidate's output, truncated
     stderr: str = ""
     strict: dict[str, Any] | None = None  # strict-mode checks and verdict, when strict mode ran
+    # how the child started: {"method": "fork" (from the warm worker, evaluator.zygote) or "spawn",
+    # "reason": why it was spawned ("" when forked), "seconds": from asking to a running child}
+    child_start: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     @property

@@ -27,6 +27,7 @@ import threading
 import time
 from pathlib import Path
 
+from kb_agent.evaluator import zygote
 from kb_agent.evaluator.judge import Fate, judge
 from kb_agent.evaluator.procs import group_members, group_rss_bytes
 from kb_agent.evaluator.result import (
@@ -438,6 +439,7 @@ class ChildOutcome:
     stderr: str
     leftovers: int  # processes still running after the verdict (killed since)
     forged: int = 0  # lines on the result channel that were not the evaluator's
+    start: dict = dataclasses.field(default_factory=dict)  # how it was started (EvalResult.child_start)
 
 
 def run_child(
@@ -445,65 +447,40 @@ def run_child(
 ) -> ChildOutcome:
     """Run `evaluator.worker` on `job` in a fresh process group, feeding each channel message other than
     stage changes and the verdict to `on_event`, with the per-stage limits and the memory limit of
-    `settings`. Stage wall times go into `stages`. Never raises for what the child does."""
-    job_path = workdir / "job.json"
-    job_path.write_text(json.dumps(job))
-    out_path, err_path = workdir / "stdout.txt", workdir / "stderr.txt"
-    r_fd, w_fd = os.pipe()
-    key_r, key_w = os.pipe()
-    sweep_r, sweep_w = os.pipe()  # the supervising half's count of processes left running (procs.supervise)
+    `settings`. Stage wall times go into `stages`. Never raises for what the child does.
+
+    The child is forked from the warm worker (`evaluator.zygote`) where `settings.fork_server` allows
+    it and that works, else spawned; how, and why it was spawned, goes to `on_event` first as
+    {"event": "child_start", "child_start": {"method", "reason", "seconds"}} (`EvalResult.child_start`)
+    and into the outcome. A forked child's supervising half counts in its RSS the warm worker's memory
+    that it shares copy-on-write; that much (`ForkedChild.inherited_bytes`) is added to the memory limit,
+    so the candidate's budget is a spawned child's."""
+    env = child_env(settings, workdir, build_root)
     key = secrets.token_bytes(32)
     memory_stage = None
-    out_f, err_f = open(out_path, "w+b"), open(err_path, "w+b")  # read back through these, never by name
+    t0 = time.perf_counter()
+    proc, files, start = _start_child(json.dumps(job), settings, workdir, env)
+    start["seconds"] = round(time.perf_counter() - t0, 4)
     try:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "kb_agent.evaluator.worker",
-                str(w_fd),
-                str(job_path),
-                str(key_r),
-                str(os.getpid()),
-                str(sweep_w),
-            ],
-            cwd=workdir,
-            env=child_env(settings, workdir, build_root),
-            stdin=subprocess.DEVNULL,
-            stdout=out_f,
-            stderr=err_f,
-            pass_fds=(w_fd, key_r, sweep_w),
-            start_new_session=True,  # its own session and process group: killpg reaches everything
-        )
         with _LIVE_LOCK:
             _LIVE.add(proc)
-        os.close(w_fd)
-        os.close(key_r)
-        os.close(sweep_w)
-        os.write(key_w, key)
-        os.close(key_w)
+        files.close_child_ends()
+        os.write(files.key_w, key)
+        files.close(files.key_w)
+        on_event({"event": "child_start", "child_start": start})
+        max_rss = settings.max_memory_gb * 2**30 + getattr(proc, "inherited_bytes", 0)
         try:
             done, stage, timed_out, forged = _watch(
-                proc,
-                r_fd,
-                on_event,
-                stages,
-                _stage_limits(settings.limits),
-                settings.max_memory_gb * 2**30,
-                key,
+                proc, files.r, on_event, stages, _stage_limits(settings.limits), max_rss, key
             )
         except MemoryExceeded as e:
             done, stage, timed_out, memory_stage, forged = None, e.args[0], False, e.args[0], 0
-        except (
-            BaseException
-        ):  # Ctrl-C, SIGTERM turned into an exception, a bug: the child must not outlive us
+        except BaseException:  # Ctrl-C, SIGTERM as an exception, a bug: the child must not outlive us
             _kill_group(proc)
-            out_f.close()
-            err_f.close()
-            os.close(sweep_r)
+            files.close_all()
             raise
     finally:
-        os.close(r_fd)
+        files.close(files.r)
         with _LIVE_LOCK:
             _LIVE.discard(proc)
     _kill_group(proc)
@@ -511,19 +488,104 @@ def run_child(
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         pass
-    with out_f, err_f:
-        out, err = _read(out_f, settings.max_output_chars), _read(err_f, settings.max_output_chars)
+    with files.out_f, files.err_f:
+        out = _read(files.out_f, settings.max_output_chars)
+        err = _read(files.err_f, settings.max_output_chars)
+    if getattr(proc, "lost", None):  # the warm worker died (killed?) while its child ran, and ended it
+        err += (f"\nkb-agent: the warm worker this evaluation was forked from died during it "
+                f"({proc.lost.splitlines()[0]}), and ended it\n")  # fmt: skip
     # processes still running after the verdict: the supervising half killed them, and says how many
     # on its own pipe (not stderr: the candidate's processes share that file and its write position)
-    os.set_blocking(sweep_r, False)
+    os.set_blocking(files.sweep_r, False)
     try:
-        swept = os.read(sweep_r, 64).decode(errors="replace").strip()
+        swept = os.read(files.sweep_r, 64).decode(errors="replace").strip()
     except BlockingIOError:  # still held open: the supervising half did not finish
         swept = ""
     finally:
-        os.close(sweep_r)
+        files.close(files.sweep_r)
     leftovers = int(swept) if done is not None and swept.isdigit() else 0
-    return ChildOutcome(done, stage, timed_out, memory_stage, proc.returncode, out, err, leftovers, forged)
+    return ChildOutcome(
+        done, stage, timed_out, memory_stage, proc.returncode, out, err, leftovers, forged, start
+    )
+
+
+class _ChildFiles:
+    """What one start of a child is given, made anew for each start (a request that reached the warm
+    worker may have started a child on the last ones): the job file (the child deletes it once read),
+    the result channel, the key pipe, the sweep pipe (`procs.supervise`'s count of processes left
+    running) and the stdout/stderr files, read back through these descriptors, never by name."""
+
+    def __init__(self, workdir: Path, job_text: str, job_name: str):
+        self.job_path = workdir / job_name
+        self.job_path.write_text(job_text)
+        self.r, self.w = os.pipe()
+        self.key_r, self.key_w = os.pipe()
+        self.sweep_r, self.sweep_w = os.pipe()
+        self._open = {self.r, self.w, self.key_r, self.key_w, self.sweep_r, self.sweep_w}
+        out_path, err_path = workdir / "stdout.txt", workdir / "stderr.txt"
+        for path in (out_path, err_path):  # new files: what an earlier start was given writes elsewhere
+            path.unlink(missing_ok=True)
+        self.out_f, self.err_f = open(out_path, "w+b"), open(err_path, "w+b")
+
+    def child_fds(self) -> tuple[int, ...]:
+        """(channel write end, key read end, sweep write end, stdout, stderr): the child's copies."""
+        return self.w, self.key_r, self.sweep_w, self.out_f.fileno(), self.err_f.fileno()
+
+    def close(self, *fds: int) -> None:
+        for fd in fds:
+            if fd in self._open:
+                self._open.discard(fd)
+                os.close(fd)
+
+    def close_child_ends(self) -> None:
+        self.close(self.w, self.key_r, self.sweep_w)
+
+    def close_all(self) -> None:
+        self.close(*list(self._open))
+        self.out_f.close()
+        self.err_f.close()
+        self.job_path.unlink(missing_ok=True)
+
+
+def _start_child(
+    job_text: str, settings: EvalSettings, workdir: Path, env: dict[str, str]
+) -> tuple[subprocess.Popen | zygote.ForkedChild, _ChildFiles, dict]:
+    """Start the child, forked from the warm worker where allowed and possible, else spawned, in its own
+    session and process group (killpg reaches everything). Returns (its Popen-like handle, the files it
+    was given, the `child_start` record: "method", "reason")."""
+    reason = zygote.unavailable(settings.fork_server)
+    job_name = "job.json"
+    if reason is None:
+        files = _ChildFiles(workdir, job_text, job_name)
+        try:
+            proc = zygote.fork_child(env, str(workdir), str(files.job_path), files.child_fds(), settings.device,
+                                     settings.limits.start_s)  # fmt: skip
+        except BaseException as e:
+            files.close_all()
+            if not isinstance(e, zygote.ForkUnavailable):
+                raise
+            reason = _truncate(str(e), 600)
+            log.info("evaluation child spawned, not forked: %s", e)
+        else:
+            return proc, files, {"method": "fork", "reason": ""}
+        job_name = "job-spawned.json"  # not the name the warm worker's child (if any) was told
+    files = _ChildFiles(workdir, job_text, job_name)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kb_agent.evaluator.worker", str(files.w), str(files.job_path),
+             str(files.key_r), str(os.getpid()), str(files.sweep_w)],
+            cwd=workdir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=files.out_f,
+            stderr=files.err_f,
+            pass_fds=(files.w, files.key_r, files.sweep_w),
+            start_new_session=True,
+        )  # fmt: skip
+    except BaseException:
+        files.close_all()
+        raise
+    return proc, files, {"method": "spawn", "reason": reason}
 
 
 def run_wrapped(
@@ -705,6 +767,7 @@ _PARTS = {
     "correctness": ("correctness", CorrectnessInfo),
     "timing": ("timing", TimingInfo),
     "profile": ("profile", ProfileInfo),
+    "child_start": ("child_start", dict),  # from run_child itself, not the child
 }
 
 

@@ -95,6 +95,12 @@ class EvalSettings:
         sandbox: in strict mode, confine the evaluation child with Landlock where the kernel has it
             (evaluator.sandbox): files written only in its work and build folders, no TCP, no signals
             to other processes. Native code is held too, which the audit hook alone cannot do.
+        fork_server: start each evaluation child by forking it from a warm worker that has imported
+            torch, triton and the evaluator but never initialised CUDA (`evaluator.zygote`; Linux),
+            instead of a fresh interpreter (seconds of interpreter start and imports per evaluation);
+            the child is as isolated as a spawned one. False, or KB_FORK_SERVER=0 in the environment,
+            spawns every child. Where the fork path fails the child is spawned; `EvalResult.child_start`
+            records which and why.
         inputs_on_device: draw `get_inputs()` on the device (same seeds and distributions, values from
             the device's generator; seconds faster per trial on large inputs); False draws them on the
             CPU and moves them, as KernelBench does, for its exact input values.
@@ -139,6 +145,7 @@ class EvalSettings:
     strict: bool = True
     strict_timed_trials: int = 20
     sandbox: bool = True
+    fork_server: bool = True
     max_memory_gb: float = 32.0
     inputs_on_device: bool = True
     repro_timing: bool | None = None

@@ -1,7 +1,9 @@
-"""The evaluator's child process: `python -m kb_agent.evaluator.worker CHANNEL_FD JOB_FILE KEY_FD PARENT_PID`.
+"""The evaluator's child process: `python -m kb_agent.evaluator.worker CHANNEL_FD JOB_FILE KEY_FD PARENT_PID SWEEP_FD`.
 
 Runs in a fresh process, its own process group, a private working directory and a scrubbed environment
-(see `evaluator.runner`). It reports on the private channel (the inherited pipe `CHANNEL_FD`), one signed
+(see `evaluator.runner`): spawned with that command line, or forked from the warm worker
+(`evaluator.zygote`), which makes the forked process what a spawned one is and calls `main` with the
+same argv. It reports on the private channel (the inherited pipe `CHANNEL_FD`), one signed
 JSON object per line (see `Channel`):
 
     {"event": "stage", "name": "build"|"correctness"|"timing"}   a stage begins (the parent's clock)
@@ -119,6 +121,8 @@ def pin(cores: list[int] | None) -> None:
 
 
 def main(argv: list[str]) -> None:
+    """The entry of both ways a child starts (module docstring): argv is [program, CHANNEL_FD, JOB_FILE,
+    KEY_FD, PARENT_PID, SWEEP_FD (optional)]. Never returns: the process exits when the job is done."""
     die_with_parent(int(argv[4]) or os.getppid())  # 0: started under a wrapper (ncu), its parent
     # what the candidate starts ends with the evaluation
     supervise(close_fds=(int(argv[1]), int(argv[3])), report_fd=int(argv[5]) if len(argv) > 5 else None)
