@@ -256,6 +256,7 @@ def evaluate(
             with _taken(slots.build(), waits, "build_wait") as slot:
                 child = run_child({**job, "mode": "build", **plan["job"], "cores": _cores(slot)}, settings,
                                   workdir, build_root, _absorber(result, "build"), result.stages)  # fmt: skip
+            _publish_bindings(settings, build_root)  # while the run child runs
             if _build_ends_it(child):
                 _hardware_of_build(result, settings, plan["gpu"])
             elif not _killed_since(kills):
@@ -284,6 +285,8 @@ def evaluate(
                     result.stages["ncu"] = result.ncu.seconds or 0.0
         else:
             _judged(result, settings, problem, child)
+        if plan is None:
+            _publish_bindings(settings, build_root)
     except BaseException:  # interrupted: run_child killed the child; leave no directory behind either
         for d in dirs:
             shutil.rmtree(d, ignore_errors=True)
@@ -378,6 +381,20 @@ def _judged(
         result.ref_runtime_ms = result.timing.reference.mean_ms
         result.runtime_ms = result.timing.candidate.mean_ms
         result.speedup = result.timing.speedup
+
+
+def _publish_bindings(settings: EvalSettings, build_root: Path) -> None:
+    """Hand the binding objects a child asked for to the harness's own publisher (`evaluator.bindcache`:
+    it compiles them again in a process no candidate ran in, so nothing a candidate touched is ever
+    shared); detached, not waited for, and a no-op when the child asked for nothing."""
+    if not settings.reuse_builds:
+        return
+    from kb_agent.evaluator import bindcache
+
+    try:
+        bindcache.spawn_publisher(build_root, bindcache.cache_dir(default_build_root()))
+    except OSError as e:  # the cache is an optimisation: an evaluation never fails for it
+        log.warning("binding cache: the publisher could not start: %s", e)
 
 
 def _finished(
