@@ -102,8 +102,11 @@ MAX_SERVERS = 3  # zygotes kept at once (one per key); the least recently used i
 RUNTIME_ONLY = frozenset({"HOME", "TMPDIR", "TORCH_EXTENSIONS_DIR", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR",
                           "PYTEST_CURRENT_TEST"})  # fmt: skip
 # What a child would import anyway, in order (`torch` must import, the rest where installed): the
-# evaluation's own modules and what its stages import (the profiler and strict mode load torch._dynamo,
-# the builds torch.utils.cpp_extension). Importing them runs no candidate code and starts no CUDA.
+# evaluation's own modules and what its stages import (the profiler and strict mode load torch._dynamo).
+# Importing them runs no candidate code and starts no CUDA. Not torch.utils.cpp_extension: at import it
+# asks torch.cuda.is_available() when it finds CUDA_HOME, which runs cuInit; on the H200 that started a
+# driver thread (`cuda00001400006`) in the warm worker, and every evaluation was spawned instead
+# (2026-12-01). The child imports it as its build begins. `test_zygote` checks that no module here asks.
 PRELOAD = (
     "numpy",
     "torch",
@@ -111,7 +114,6 @@ PRELOAD = (
     "triton.language",
     "torch._dynamo",
     "torch.profiler",
-    "torch.utils.cpp_extension",
     "torch.utils.flop_counter",
     "torch.utils._python_dispatch",
     "kb_agent.evaluator.worker",

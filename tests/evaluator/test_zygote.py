@@ -405,3 +405,30 @@ def test_cuda_and_triton_candidates_forked_on_the_gpu(tmp_path, name):
     z = server(tmp_path, "cuda")
     assert z.info["threads"] == 1 and os.listdir(f"/proc/{z.proc.pid}/task") == [str(z.proc.pid)]
     print(f"\n{name}: wall seconds per evaluation {times}; zygote {z.info}")
+
+
+def test_no_preloaded_module_asks_whether_cuda_is_available_at_import():
+    """On a GPU machine, torch.cuda.is_available() or device_count() at import runs cuInit, which starts a
+    driver thread and leaves a driver no forked child can use: torch.utils.cpp_extension did that in the
+    warm worker on the H200, and every evaluation was spawned. Here every preloaded module is imported
+    in a fresh interpreter with those calls made to fail loudly."""
+    probe = (
+        "import sys, importlib, torch\n"
+        "asked = []\n"
+        "def ask(*a, **k):\n"
+        "    import traceback; asked.append(''.join(traceback.format_stack(limit=6)))\n"
+        "    return False\n"
+        "torch.cuda.is_available = torch.cuda.device_count = ask\n"
+        "from kb_agent.evaluator.zygote import PRELOAD\n"
+        "for name in PRELOAD:\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except ImportError:\n"
+        "        pass\n"
+        "    if asked:\n"
+        "        sys.exit(f'{name} asked at import:\\n' + asked[0])\n"
+    )
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    # and the one module known to ask is not among them
+    assert "torch.utils.cpp_extension" not in zygote.PRELOAD
