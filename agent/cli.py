@@ -710,9 +710,14 @@ def solve_cmd(
         ),
     ] = None,
     turns: Annotated[
-        int,
-        typer.Option(min=1, help="K: turns per trajectory (rounds for best-of-n and beam, steps for tree)."),
-    ] = 5,
+        int | None,
+        typer.Option(
+            min=1,
+            help="K: turns per trajectory (rounds for best-of-n and beam, steps for tree). Default 5; for a "
+            "built-in scripted/NAME model, as many as it has replies.",
+            show_default=False,
+        ),
+    ] = None,
     api_base: Annotated[
         str | None,
         typer.Option(help="Base URL of an OpenAI-compatible server.", show_default="the provider's"),
@@ -840,6 +845,7 @@ def solve_cmd(
     else:
         if not problem or not model:
             raise UsageError("solve needs --problem and --model (or --resume RUN)")
+        turns = turns or default_turns(model)
         try:
             config = SolveConfig(turns=turns, context=context, samples=samples, precision=precision, device=device,
                                  backend=backend or ("triton" if device == "cpu" else "cuda"),
@@ -906,6 +912,21 @@ def fork_cmd(
                        context=context, run_name=run_name, store=db, api_base=api_base, jobs=jobs)  # fmt: skip
     with _ray(executor, ray_address) as cluster:
         _run_and_report(partial(run_fork, pool=cluster.pool if cluster else None), db)
+
+
+def default_turns(model: str) -> int:
+    """`solve`'s turns when `--turns` is not given: 5, or for a built-in scripted model (`scripted/demo`)
+    its number of replies, so its run ends when the script does rather than with a model error for a turn
+    it has no reply for (seen by a new user: scripted/demo's 3 replies under the default 5 turns ended
+    `finished_with_errors`, blaming the provider). An unknown scripted name is refused later, as before."""
+    from kb_agent.agent.llm import SCRIPTED_PREFIX, LLMError, scripted_model
+
+    if model.startswith(SCRIPTED_PREFIX):
+        try:
+            return len(scripted_model(model).replies)
+        except LLMError:
+            pass
+    return 5
 
 
 def _run_and_report(run: Any, db: Path) -> None:
