@@ -713,9 +713,8 @@ def solve_cmd(
         int | None,
         typer.Option(
             min=1,
-            help="K: turns per trajectory (rounds for best-of-n and beam, steps for tree). Default 5; for a "
-            "built-in scripted/NAME model, as many as it has replies.",
-            show_default=False,
+            help="K: turns per trajectory (rounds for best-of-n and beam, steps for tree).",
+            show_default="5; a built-in scripted/NAME model: as many as it has replies",
         ),
     ] = None,
     api_base: Annotated[

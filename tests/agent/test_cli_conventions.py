@@ -69,7 +69,11 @@ def test_required_options_are_starred_and_defaults_shown():
     assert solve.count("Required, unless --resume") == 2  # --problem and --model
     for text in (ev, solve, runner.invoke(app, ["problems", "check", "-h"], env=WIDE).output):
         assert f"[default: {DEFAULT_LIMITS}]" in text
-    assert f"[default: {DEFAULT_DB}]" in solve and "[default: 5]" in solve and "[default: strict]" in solve
+    assert (
+        f"[default: {DEFAULT_DB}]" in solve
+        and "[default: (5; a built-in scripted/NAME model: as many as it has replies)]" in solve
+        and "[default: strict]" in solve
+    )
 
 
 def test_the_shown_defaults_are_the_library_defaults():
