@@ -407,6 +407,7 @@ def test_cuda_and_triton_candidates_forked_on_the_gpu(tmp_path, name):
     print(f"\n{name}: wall seconds per evaluation {times}; zygote {z.info}")
 
 
+@pytest.mark.slow
 def test_no_preloaded_module_asks_whether_cuda_is_available_at_import():
     """On a GPU machine, torch.cuda.is_available() or device_count() at import runs cuInit, which starts a
     driver thread and leaves a driver no forked child can use: torch.utils.cpp_extension did that in the
