@@ -157,8 +157,10 @@ def feedback_for(
             "GPU kernels in one forward of your module:\n" + profile_table(result.profile)
             if "profile" in parts
             else "",
-            ncu_summary(result.ncu) if "ncu" in parts else "",
-            speed_of_light(result.ncu, alone="ncu" not in parts) if "speed_of_light" in parts else "",
+            ncu_summary(result.ncu, device=result.device) if "ncu" in parts else "",
+            speed_of_light(result.ncu, alone="ncu" not in parts, device=result.device)
+            if "speed_of_light" in parts
+            else "",
         ]
     if "hints" in parts and kind != "unchecked":
         backend = _BACKEND_NAMES.get(result.backend or "", "custom")
@@ -311,12 +313,15 @@ def timing_line(result: EvalResult) -> str:
     )
 
 
-def ncu_summary(ncu: NcuInfo | None, limit: int = MAX_NCU_KERNELS) -> str:
+def ncu_summary(ncu: NcuInfo | None, limit: int = MAX_NCU_KERNELS, device: str | None = None) -> str:
     """Nsight Compute's figures per custom kernel, three or four lines each: duration and launch shape;
     DRAM bandwidth (% of peak, GB/s), SM throughput and L2 hit rate; achieved and theoretical occupancy,
     registers per thread and shared memory per block; the top warp stalls (their cycles of those between
-    a warp's two issued instructions, the first one explained). One line when the pass was not run or measured nothing (`NcuInfo.message`)."""
+    a warp's two issued instructions, the first one explained). One line when the pass was not run or measured nothing (`NcuInfo.message`);
+    `device` is the evaluation's ("cpu": no pass can run, and the line says so)."""
     if ncu is None:
+        if str(device or "").startswith("cpu"):
+            return "Nsight Compute: not run (the evaluation ran on the CPU; it profiles GPU kernels)."
         return "Nsight Compute: not run."
     if ncu.status != "ok" or not ncu.kernels:
         return ncu.message or f"Nsight Compute: {ncu.status}."
@@ -370,13 +375,13 @@ STALL_MEANING = {
 }
 
 
-def speed_of_light(ncu: NcuInfo | None, alone: bool = False) -> str:
+def speed_of_light(ncu: NcuInfo | None, alone: bool = False, device: str | None = None) -> str:
     """Where each custom kernel sits against the roofline: memory and compute throughput as % of peak
     (Nsight Compute's speed of light) and what that makes it (latency-, memory- or compute-bound, and
     how close to the roof). When there are no figures: "" (the `ncu` component's line says why), or that
     line itself with `alone` (the recipe shows speed_of_light without ncu)."""
     if ncu is None or ncu.status != "ok" or not ncu.kernels:
-        return ncu_summary(ncu) if alone else ""
+        return ncu_summary(ncu, device=device) if alone else ""
     out = ["Speed of light (% of the GPU's peak memory and compute throughput, Nsight Compute):"]
     for k in ncu.kernels[:MAX_NCU_KERNELS]:
         out.append(f"- {_clip(k.name, 70)}: memory {_pct(k.memory_pct)}, compute {_pct(k.compute_pct)}: "

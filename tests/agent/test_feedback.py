@@ -317,6 +317,17 @@ def _correct() -> EvalResult:
     )  # fmt: skip
 
 
+def test_nsight_computes_line_says_why_it_did_not_run_on_the_cpu():
+    """A new user's `--feedback ncu` on the CPU read "Nsight Compute: not run." with no reason."""
+    import dataclasses
+
+    cpu = dataclasses.replace(_correct(), device="cpu")
+    for recipe in ("ncu", "speed_of_light"):
+        text = feedback_for(cpu, recipe=recipe)
+        assert "Nsight Compute: not run (the evaluation ran on the CPU" in text, recipe
+    assert "Nsight Compute: not run.\n" in feedback_for(_correct(), recipe="ncu")  # on a GPU: not asked
+
+
 def test_the_diagnosis_comes_before_the_statistics_and_the_map_only_in_full():
     standard = feedback_for(_diagnosed())
     assert "Diagnosis: a constant offset" in standard
