@@ -196,6 +196,9 @@ def _ray(executor: str, ray_address: str | None):
     `RayExecutorError` (one line) when Ray is missing or no cluster answers."""
     if executor not in EXECUTORS:
         raise UsageError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
+    if ray_address is not None and not ray_address.strip():
+        # an empty value (an unset shell variable) would start a local instance instead of the cluster
+        raise UsageError("--ray-address is empty; give HOST:PORT (or auto), or leave it out for a local Ray")
     if executor == "local":
         if ray_address:
             raise UsageError("--ray-address needs --executor ray")

@@ -92,3 +92,12 @@ def test_a_ray_address_without_the_ray_executor_is_refused(tmp_path):
                         "--db", str(tmp_path / "kb.sqlite"), "--ray-address", "auto"],
                        capture_output=True, text=True, timeout=60)  # fmt: skip
     assert r.returncode == 2 and "--ray-address needs --executor ray" in r.stderr
+
+
+def test_an_empty_ray_address_is_refused_not_taken_for_a_local_instance(tmp_path):
+    """Found by a new-user pass: `--ray-address ''` (an unset variable) quietly started a local Ray."""
+    r = subprocess.run([*CLI, "solve", "-p", "toy/relu", "--model", "scripted/demo", "--device", "cpu",
+                        "--db", str(tmp_path / "kb.sqlite"), "--executor", "ray", "--ray-address", ""],
+                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert r.returncode == 2 and "--ray-address is empty" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
