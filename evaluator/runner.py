@@ -481,9 +481,7 @@ def run_child(
     try:
         with _LIVE_LOCK:
             _LIVE.add(proc)
-        files.close_child_ends()
-        os.write(files.key_w, key)
-        files.close(files.key_w)
+        files.give_key(key)
         on_event({"event": "child_start", "child_start": start})
         max_rss = settings.max_memory_gb * 2**30 + getattr(proc, "inherited_bytes", 0)
         try:
@@ -505,22 +503,12 @@ def run_child(
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         pass
-    with files.out_f, files.err_f:
-        out = _read(files.out_f, settings.max_output_chars)
-        err = _read(files.err_f, settings.max_output_chars)
+    out, err = files.read_output(settings.max_output_chars)
     if getattr(proc, "lost", None):  # the warm worker died (killed?) while its child ran, and ended it
         err += (f"\nkb-agent: the warm worker this evaluation was forked from died during it "
                 f"({proc.lost.splitlines()[0]}), and ended it\n")  # fmt: skip
-    # processes still running after the verdict: the supervising half killed them, and says how many
-    # on its own pipe (not stderr: the candidate's processes share that file and its write position)
-    os.set_blocking(files.sweep_r, False)
-    try:
-        swept = os.read(files.sweep_r, 64).decode(errors="replace").strip()
-    except BlockingIOError:  # still held open: the supervising half did not finish
-        swept = ""
-    finally:
-        files.close(files.sweep_r)
-    leftovers = int(swept) if done is not None and swept.isdigit() else 0
+    swept = files.read_swept()
+    leftovers = swept if done is not None else 0
     return ChildOutcome(
         done, stage, timed_out, memory_stage, proc.returncode, out, err, leftovers, forged, start
     )
@@ -530,7 +518,8 @@ class _ChildFiles:
     """What one start of a child is given, made anew for each start (a request that reached the warm
     worker may have started a child on the last ones): the job file (the child deletes it once read),
     the result channel, the key pipe, the sweep pipe (`procs.supervise`'s count of processes left
-    running) and the stdout/stderr files, read back through these descriptors, never by name."""
+    running) and the stdout/stderr files, read back through these descriptors, never by name. Used by
+    `run_child` (forked or spawned) and `run_wrapped` (spawned under a wrapper)."""
 
     def __init__(self, workdir: Path, job_text: str, job_name: str):
         self.job_path = workdir / job_name
@@ -547,6 +536,48 @@ class _ChildFiles:
     def child_fds(self) -> tuple[int, ...]:
         """(channel write end, key read end, sweep write end, stdout, stderr): the child's copies."""
         return self.w, self.key_r, self.sweep_w, self.out_f.fileno(), self.err_f.fileno()
+
+    def worker_command(self, parent_pid: int) -> list[str]:
+        """`python -m kb_agent.evaluator.worker` with these pipes and job file; the worker dies with
+        process `parent_pid` (0: with whatever process is its parent, a wrapper such as ncu)."""
+        return [sys.executable, "-m", "kb_agent.evaluator.worker", str(self.w), str(self.job_path),
+                str(self.key_r), str(parent_pid), str(self.sweep_w)]  # fmt: skip
+
+    def popen(self, command: list[str], workdir: Path, env: dict[str, str]) -> subprocess.Popen:
+        """Spawn `command` in `workdir` in a session of its own, given these files (stdin empty);
+        on any error everything is closed and the error raised."""
+        try:
+            return subprocess.Popen(command, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=self.out_f,
+                                    stderr=self.err_f, pass_fds=(self.w, self.key_r, self.sweep_w),
+                                    start_new_session=True)  # fmt: skip
+        except BaseException:
+            self.close_all()
+            raise
+
+    def give_key(self, key: bytes) -> None:
+        """Once the child has started: close this process's copies of its ends, write the channel key."""
+        self.close_child_ends()
+        os.write(self.key_w, key)
+        self.close(self.key_w)
+
+    def read_output(self, limit: int) -> tuple[str, str]:
+        """(stdout, stderr) as the child left them, each truncated to `limit` characters; closes both."""
+        with self.out_f, self.err_f:
+            return _read(self.out_f, limit), _read(self.err_f, limit)
+
+    def read_swept(self) -> int:
+        """How many processes were still running after the verdict: the supervising half killed them,
+        and says how many on its own pipe (not stderr: the candidate's processes share that file and its
+        write position). 0 if it did not finish (the pipe is still held open) or wrote no count. Closes
+        the pipe."""
+        os.set_blocking(self.sweep_r, False)
+        try:
+            swept = os.read(self.sweep_r, 64).decode(errors="replace").strip()
+        except BlockingIOError:  # still held open: the supervising half did not finish
+            swept = ""
+        finally:
+            self.close(self.sweep_r)
+        return int(swept) if swept.isdigit() else 0
 
     def close(self, *fds: int) -> None:
         for fd in fds:
@@ -587,21 +618,7 @@ def _start_child(
             return proc, files, {"method": "fork", "reason": ""}
         job_name = "job-spawned.json"  # not the name the warm worker's child (if any) was told
     files = _ChildFiles(workdir, job_text, job_name)
-    try:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "kb_agent.evaluator.worker", str(files.w), str(files.job_path),
-             str(files.key_r), str(os.getpid()), str(files.sweep_w)],
-            cwd=workdir,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=files.out_f,
-            stderr=files.err_f,
-            pass_fds=(files.w, files.key_r, files.sweep_w),
-            start_new_session=True,
-        )  # fmt: skip
-    except BaseException:
-        files.close_all()
-        raise
+    proc = files.popen(files.worker_command(os.getpid()), workdir, env)
     return proc, files, {"method": "spawn", "reason": reason}
 
 
@@ -622,25 +639,14 @@ def run_wrapped(
     wrapper is waited for after the worker's verdict (a profiler writes its report when its target has
     exited). The memory limit and the result channel are `run_child`'s. Never raises for what the child
     or the wrapper does; an interrupt kills the group and is raised."""
-    job_path = workdir / "job.json"
-    job_path.write_text(json.dumps(job))
-    r_fd, w_fd = os.pipe()
-    key_r, key_w = os.pipe()
-    sweep_r, sweep_w = os.pipe()
+    files = _ChildFiles(workdir, json.dumps(job), "job.json")
     key, end = secrets.token_bytes(32), time.perf_counter() + limit_s
-    worker = [sys.executable, "-m", "kb_agent.evaluator.worker", str(w_fd), str(job_path), str(key_r), "0",
-              str(sweep_w)]  # fmt: skip
-    out_f, err_f = open(workdir / "stdout.txt", "w+b"), open(workdir / "stderr.txt", "w+b")
     memory_stage, expired = None, threading.Event()
     try:
-        proc = subprocess.Popen([*wrapper, *worker], cwd=workdir, env=child_env(settings, workdir, build_root),
-                                stdin=subprocess.DEVNULL, stdout=out_f, stderr=err_f,
-                                pass_fds=(w_fd, key_r, sweep_w), start_new_session=True)  # fmt: skip
+        proc = files.popen(
+            [*wrapper, *files.worker_command(0)], workdir, child_env(settings, workdir, build_root)
+        )
     except OSError as e:
-        for fd in (r_fd, w_fd, key_r, key_w, sweep_r, sweep_w):
-            os.close(fd)
-        out_f.close()
-        err_f.close()
         return ChildOutcome(None, "setup", False, None, None, "", f"could not start {wrapper[0]}: {e}", 0)
     # past the limit the wrapper goes first: the worker dies with it (die_with_parent), and its supervising
     # half sweeps what it started; _kill_group takes the rest
@@ -648,15 +654,12 @@ def run_wrapped(
     with _LIVE_LOCK:
         _LIVE.add(proc)
     try:
-        for fd in (w_fd, key_r, sweep_w):
-            os.close(fd)
-        os.write(key_w, key)
-        os.close(key_w)
+        files.give_key(key)
         timer.start()
         limits = dict.fromkeys(_LIMIT_NAMES, limit_s)
         try:
             done, stage, _, forged = _watch(
-                proc, r_fd, on_event, stages, limits, settings.max_memory_gb * 2**30, key
+                proc, files.r, on_event, stages, limits, settings.max_memory_gb * 2**30, key
             )
         except MemoryExceeded as e:
             done, stage, memory_stage, forged = None, e.args[0], e.args[0], 0
@@ -670,19 +673,13 @@ def run_wrapped(
         raise
     finally:
         timer.cancel()
-        os.close(r_fd)
+        files.close(files.r)
         with _LIVE_LOCK:
             _LIVE.discard(proc)
         _kill_group(proc)
-        with out_f, err_f:
-            out, err = _read(out_f, settings.max_output_chars), _read(err_f, settings.max_output_chars)
-        os.set_blocking(sweep_r, False)
-        try:
-            swept = os.read(sweep_r, 64).decode(errors="replace").strip()
-        except BlockingIOError:
-            swept = ""
-        os.close(sweep_r)
-    leftovers = int(swept) if done is not None and swept.isdigit() else 0
+        out, err = files.read_output(settings.max_output_chars)
+        swept = files.read_swept()
+    leftovers = swept if done is not None else 0
     return ChildOutcome(
         done, stage, expired.is_set(), memory_stage, proc.returncode, out, err, leftovers, forged
     )
