@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 from kb_agent.agent.cli import app
 from kb_agent.agent.report import build_report, render_report_text
-from kb_agent.agent.store import MIGRATIONS, Store, migrate
+from kb_agent.agent.store import Store
 from kb_agent.agent.store.rows import eval_seconds
 from kb_agent.problems import Problem
-from sqlite_utils import Database
 from typer.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,24 +95,15 @@ def test_evaluations_without_stage_times_say_so(store):
     assert "evaluation seconds per turn: not recorded (1 evaluation without stage times)" in text
 
 
-def test_a_database_before_m013_gets_its_evaluated_turns_filled_in(tmp_path):
-    path = tmp_path / "old.sqlite"
-    db = Database(path)
-    migrate(db, [m for m in MIGRATIONS if m.__name__ < "m013"])
-    db["runs"].insert({"id": "r-1", "name": "old", "created": "x", "status": "finished"})
-    db["trajectories"].insert({"id": 1, "run_id": "r-1", "problem_key": "1/19", "problem_json": "{}",
-                               "sample": 0, "created": "x"})  # fmt: skip
+def test_a_database_before_m013_gets_its_evaluated_turns_filled_in(old_database):
     rows = [
         {"status": "correct", "stages": STAGES},
         {"status": "compile_error", "stages": {"setup": 4.0, "build": 31.0, "total": 35.2}},
         {"status": "correct"},  # a result stored without stage times
         None,  # never evaluated
     ]
-    for i, er in enumerate(rows, start=1):
-        db["turns"].insert({"trajectory_id": 1, "idx": i, "messages": "[]", "created": "x",
-                            "status": None if er is None else er["status"],
-                            "eval_json": None if er is None else json.dumps(er)})  # fmt: skip
-    db.close()
+    turns = [{} if er is None else {"status": er["status"], "eval_json": json.dumps(er)} for er in rows]
+    path = old_database("m013", turns)
     with Store(path) as s:
         assert "m013_turn_eval_seconds" in s.applied_migrations()
         got = [(t["setup_s"], t["build_s"], t["run_s"], t["eval_s"]) for t in s.turns(1)]

@@ -8,10 +8,9 @@ from kb_agent.agent.llm import ScriptedModel
 from kb_agent.agent.loop import SolveConfig, solve
 from kb_agent.agent.report import build_report
 from kb_agent.agent.report.text import render_report_text
-from kb_agent.agent.store import MIGRATIONS, Store, StoreError, migrate
+from kb_agent.agent.store import Store, StoreError
 from kb_agent.evaluator.fake import ScriptedEvaluator, canned
 from kb_agent.problems import resolve
-from sqlite_utils import Database
 
 RELU = resolve("toy/relu")[0]
 CODE = "```python\nclass ModelNew:\n    pass\n```"
@@ -24,16 +23,8 @@ def store(tmp_path):
     s.close()
 
 
-def test_old_rows_become_linear_chains(tmp_path):
-    path = tmp_path / "old.sqlite"
-    db = Database(path)
-    migrate(db, [m for m in MIGRATIONS if m.__name__ < "m012"])
-    db["runs"].insert({"id": "r-1", "name": "old", "created": "x", "status": "finished"})
-    db["trajectories"].insert({"id": 1, "run_id": "r-1", "problem_key": "toy/relu", "problem_json": "{}",
-                               "sample": 0, "created": "x"})  # fmt: skip
-    for i in (1, 2, 3):
-        db["turns"].insert({"trajectory_id": 1, "idx": i, "messages": "[]", "created": "x"})
-    db.close()
+def test_old_rows_become_linear_chains(old_database):
+    path = old_database("m012", [{}, {}, {}])
     with Store(path) as s:
         assert "m012_turn_tree" in s.applied_migrations()
         turns = s.turns(1)
