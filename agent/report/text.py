@@ -302,8 +302,9 @@ def costs_and_counts(s: dict[str, Any]) -> list[str]:
 
 
 def eval_seconds_line(s: dict[str, Any]) -> str:
-    """Where each evaluation's wall time went: the median and total seconds of its build, its GPU work
-    (correctness and timing stages), the child's start and the whole evaluation (`build.eval_seconds_section`)."""
+    """Where each evaluation's wall time went: the median and total seconds of its build, its run on the
+    run's device (correctness and timing stages: "GPU", or "CPU" for a run made with `--device cpu`), the
+    child's start and the whole evaluation (`build.eval_seconds_section`)."""
     e = s.get("eval_seconds") or {}
     if not e.get("evaluations"):
         return "evaluation seconds per turn: no evaluations"
@@ -311,8 +312,9 @@ def eval_seconds_line(s: dict[str, Any]) -> str:
     if not e["total"]["n"]:
         return f"evaluation seconds per turn: not recorded ({n(e['evaluations'])} without stage times)"
     part = lambda label, d: f"{label} median {fmt_num(d['median'])} s (total {fmt_num(d['total'])} s)"  # noqa: E731
+    where = "CPU" if (s.get("run") or {}).get("device") == "cpu" else "GPU"
     return (f"evaluation seconds per turn, {n(e['total']['n'])}: {part('build', e['build'])}, "
-            f"{part('GPU (correctness + timing)', e['run'])}, child start median {fmt_num(e['setup']['median'])} s, "
+            f"{part(f'{where} (correctness + timing)', e['run'])}, child start median {fmt_num(e['setup']['median'])} s, "
             f"{part('whole evaluation', e['total'])}")  # fmt: skip
 
 

@@ -40,8 +40,8 @@ def test_the_columns_are_the_stage_seconds_and_none_for_a_stage_never_begun():
     assert eval_seconds(None) == nothing and eval_seconds({"stages": {}}) == nothing
 
 
-def _run(store, name, stages_per_turn):
-    rid = store.create_run(name, {"turns": 3}, "openai/m", "cuda", "fp32")
+def _run(store, name, stages_per_turn, config=None):
+    rid = store.create_run(name, config or {"turns": 3}, "openai/m", "cuda", "fp32")
     tid = store.create_trajectory(rid, Problem(1, 19, "19_ReLU", "# ref\n", "test"), 0)
     for i, stages in enumerate(stages_per_turn, start=1):
         u = store.start_turn(tid, i, [{"role": "user", "content": "go"}])
@@ -76,6 +76,15 @@ def test_a_turn_stores_its_seconds_and_the_report_gives_medians_and_totals(store
         "whole evaluation median 28.5 s (total 84.5 s)"
     ) in text
     assert "GPU-seconds (correctness and timing stages): 12 total" in text  # the older figure, unchanged
+
+
+@pytest.mark.parametrize("device, where, not_there", [("cpu", "CPU", "GPU"), ("cuda", "GPU", "CPU")])
+def test_the_run_stage_is_named_after_the_runs_device(store, device, where, not_there):
+    # seen in a review: a run made with --device cpu was said to have spent its seconds on the GPU
+    _run(store, "dev", [STAGES], config={"turns": 3, "device": device})
+    text = render_report_text(build_report(store, ["dev"]))
+    assert f"{where} (correctness + timing) median 5 s (total 5 s)" in text
+    assert f"{not_there} (correctness + timing)" not in text
 
 
 def test_a_forks_copied_turns_keep_their_seconds_but_are_not_counted_again(store):
@@ -139,3 +148,4 @@ def test_a_scripted_solve_on_the_cpu_reports_its_evaluation_seconds(fake_llm, tm
     assert out.exit_code == 0, out.output
     line = next(li for li in out.output.splitlines() if li.startswith("evaluation seconds per turn"))
     assert "1 evaluation: build median" in line and "whole evaluation median" in line
+    assert "CPU (correctness + timing) median" in line  # the run's device (--device cpu), not "GPU"
