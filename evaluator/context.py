@@ -148,14 +148,22 @@ class Evaluation:
         (`with torch.device(...)`): the same seeds and distributions as KernelBench, drawn by the device's
         generator, which is seconds faster per trial for the large level-1 inputs; the values differ from
         KernelBench's CPU draws. A `get_inputs()` that fails that way is drawn on the CPU and moved, as
-        KernelBench does (also what `inputs_on_device=False` always does).
+        KernelBench does (also what `inputs_on_device=False` always does); but not one that ran out of
+        device memory: that error is raised (a CPU draw then would hand this trial other values than the
+        same seed gave before: `problems check` once called five stateless level-1 references
+        `state_carried` that way, beside other checks on the GPU).
+
+        Raises:
+            torch.OutOfMemoryError (or the RuntimeError torch raises for it): the device's memory is full.
         """
         if self.settings.inputs_on_device and self.device.type == "cuda":
             state = self.torch.random.get_rng_state(), self.torch.cuda.get_rng_state_all()
             try:
                 with self.torch.device(self.device):
                     return self.prepare(self.ref_mod.get_inputs())
-            except Exception:  # noqa: BLE001 - retried on the CPU from the same generator state
+            except Exception as e:  # noqa: BLE001 - retried on the CPU from the same generator state
+                if is_oom(e):  # the device's memory, not get_inputs(): a CPU draw would give other values
+                    raise
                 self.torch.random.set_rng_state(state[0])
                 self.torch.cuda.set_rng_state_all(state[1])
         return self.prepare(self.ref_mod.get_inputs())

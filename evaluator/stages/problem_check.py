@@ -15,7 +15,8 @@ What it measures, on `correctness_trials` trials of fresh inputs (KernelBench's 
 * a reference that does not match itself: two instances built with the same seed, called one after the
   other on the same inputs, so dropout or other random draws show (`nondeterministic`); one instance called
   again on the first trial's inputs after the other trials, with the same seed, so hidden state kept
-  between forward calls shows (`state_carried`); NaN in the output (`nonfinite_output`);
+  between forward calls shows (`state_carried`; not measured when those inputs do not come again from
+  the seed, checked by their fingerprint); NaN in the output (`nonfinite_output`);
 * a reference that fails under the evaluator's input handling (`reference_fails`), unless the failure
   says the problem cannot be checked here: a package it imports is not installed, or it fetches weights
   or a config (`from_pretrained` and the like; the check downloads nothing). Those are `unchecked`, with
@@ -93,7 +94,10 @@ def run(ev) -> None:
         for i, s in enumerate(seeds):
             set_seed(s)
             inputs = ev.draw_inputs()
-            prints.add(_fingerprint(inputs))
+            fingerprint = _fingerprint(inputs)
+            prints.add(fingerprint)
+            if i == 0:
+                first_print = fingerprint
             with torch.no_grad():
                 set_seed(s)
                 first = models[0](*ev.clone(inputs))
@@ -122,20 +126,8 @@ def run(ev) -> None:
             found["details"].append("get_inputs() gave the same values for every seed")
         stage = "state"
         if seeds:  # the first trial again, on the instance that has run every trial since
-            set_seed(seeds[0])
-            inputs = ev.draw_inputs()
-            with torch.no_grad():
-                set_seed(seeds[0])
-                again = models[0](*ev.clone(inputs))
-                ev.sync()
-            off, total = _differ(first_out, tensors(again), ev.atol, ev.rtol)
-            facts["state_carried"] = off / max(total, 1)
-            if off:
-                found["details"].append(
-                    f"the first trial again on the same instance: {off} of {total} elements changed"
-                    + (" (the reference is also nondeterministic)" if facts["nondeterministic"] else "")
-                )
-            del again, inputs, first_out
+            _state_check(ev, models[0], seeds[0], first_print, first_out, facts, found)
+            del first_out
     except BaseException as e:  # noqa: BLE001
         # the machine's limit (the GPU's, or the CPU allocator's), not the problem's: no finding to store
         if is_oom(e) or "can't allocate memory" in str(e):
@@ -180,6 +172,30 @@ def check_tolerances(atol: float, rtol: float) -> list[dict[str, Any]]:
         elif t >= atol and t >= rtol:
             out.append({"atol": t, "rtol": t, "precisions": precisions, "own": False})
     return out
+
+
+def _state_check(ev, model, seed: int, first_print: tuple, first_out: list, facts: dict, found: dict) -> None:
+    """The first trial again on `model`, the instance that has run every trial since: its output must be
+    `first_out` (else `facts["state_carried"]` is the fraction of elements that changed). The inputs are
+    drawn again from `seed`; when they are not the first trial's (`first_print`, `_fingerprint`), nothing
+    is compared: `state_carried` stays unmeasured (None) and a detail says so."""
+    set_seed(seed)
+    inputs = ev.draw_inputs()
+    if _fingerprint(inputs) != first_print:
+        found["details"].append("the first trial's inputs did not come again from its seed: state carried "
+                                "between calls not checked")  # fmt: skip
+        return
+    with ev.torch.no_grad():
+        set_seed(seed)
+        again = model(*ev.clone(inputs))
+        ev.sync()
+    off, total = _differ(first_out, tensors(again), ev.atol, ev.rtol)
+    facts["state_carried"] = off / max(total, 1)
+    if off:
+        found["details"].append(
+            f"the first trial again on the same instance: {off} of {total} elements changed"
+            + (" (the reference is also nondeterministic)" if facts["nondeterministic"] else "")
+        )
 
 
 class _Tally:

@@ -247,3 +247,66 @@ def test_checks_stored_before_the_findings_table_still_load(tmp_path):
         assert [(f["flag"], f["fraction"], f["atol"]) for f in row["findings"]] == [
             ("zeros_pass", None, None), ("constant_pass", None, None)
         ]  # fmt: skip
+
+
+# ------------------------------------- the first trial drawn again must be the first trial (issue 19)
+REDRAWN_OTHERWISE = """
+import torch
+import torch.nn as nn
+
+CALLS = [0]
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def get_inputs():
+    CALLS[0] += 1  # the fourth draw (the first trial again, after 3 trials) gives other values
+    return [torch.rand(64, 64) + (1.0 if CALLS[0] > 3 else 0.0)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_first_trial_that_does_not_come_again_is_no_state_carried(tmp_path):
+    # on the H200, next to other checks, a device draw that ran out of memory fell back to the CPU's
+    # generator: other values for the same seed, and five stateless level-1 references (1/30 Softsign,
+    # 1/45, 1/49, 1/90, 1/100) read state_carried
+    ref = tmp_path / "1_redrawn.py"
+    ref.write_text(REDRAWN_OTHERWISE)
+    c = check_problem(resolve_one(str(ref)), EvalSettings(device="cpu", correctness_trials=3))
+    assert c["status"] == "ok" and c["flags"] == [], c
+    assert c["state_carried"] is None
+    assert any("state carried between calls not checked" in d for d in c["details"]), c["details"]
+
+
+@pytest.mark.parametrize(
+    "error, drawn_again",
+    [("CUDA out of memory. Tried to allocate 6.00 GiB", False), ("expected all tensors on one device", True)],
+)
+def test_a_device_draw_out_of_memory_is_raised_not_drawn_again_on_the_cpu(error, drawn_again):
+    from types import SimpleNamespace
+
+    import torch
+    from kb_agent.evaluator.context import Evaluation
+
+    draws = []
+
+    def get_inputs():
+        draws.append(1)
+        if len(draws) == 1:
+            raise (torch.OutOfMemoryError if "memory" in error else RuntimeError)(error)
+        return [torch.ones(2)]
+
+    ev = SimpleNamespace(torch=torch, device=torch.device("cuda"), settings=EvalSettings(inputs_on_device=True),
+                         ref_mod=SimpleNamespace(get_inputs=get_inputs), prepare=lambda v: v)  # fmt: skip
+    if drawn_again:  # another failure of the device draw: drawn on the CPU from the same generator state
+        assert Evaluation.draw_inputs(ev)[0].tolist() == [1.0, 1.0] and len(draws) == 2
+    else:  # out of memory: raised, never a second draw from the CPU's generator (other values)
+        with pytest.raises(torch.OutOfMemoryError):
+            Evaluation.draw_inputs(ev)
+        assert len(draws) == 1
