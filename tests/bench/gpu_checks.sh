@@ -1,29 +1,92 @@
 #!/usr/bin/env bash
-# The GPU checks of issues #3-#5 in one call on the H200 machine, most important first, each bounded so
-# that what finished comes back. Prepare here first (the GPU machine has no registry and does not see
-# ../shared):
-#   bash ../shared/device/wheels.sh                      # litellm, sqlite-utils, ... as wheels in .whl/
+# The GPU checks of the open issues, as groups that each fit one call to the H200 machine (about 10
+# minutes; run them back to back, the machine goes back when idle). Each step is bounded by a timeout and
+# writes its whole output to $OUT/STEP.log, so what finished comes back even when a call is cut.
+#
+#   bash tests/bench/gpu_checks.sh GROUP [GROUP ...]
+#
+# Groups (figures measured 2026-12-02 on one H200, at the commits of that day):
+#   evaluator   fork-server and Nsight Compute GPU tests, bench_ncu, bench_latency --small, the red-team
+#               table in strict mode (#11, #13, #15; ~7.5 min)
+#   strategies  tests/bench/strategies_demo.sh: best-of-n, beam, a fork (#16; ~5 min; the fork's full
+#               recipe runs Nsight Compute on every correct turn)
+#   checks      `problems check` of each level in CHECK_LEVELS (default "1 2 3 4") at --jobs 8 (#19;
+#               level 1 114 s, level 2 50 s, level 3 43 s)
+#   gpu-tests   the other GPU tests of the evaluator (timing, split build, binding cache, examples)
+#   baseline    `kb-agent baseline` of BASELINE_SPEC (default 1) with BASELINE_ARGS (#17)
+#   sweep       bench_sweep at SWEEP_JOBS (default 8) over SWEEP_PROBLEMS (default 1/1-20) x 3 turns of
+#               scripted CUDA replies with 20 s model latency (#14; --jobs 1 over all 20 needs ~30 min of
+#               device time, more than a session has: SWEEP_JOBS=1 SWEEP_PROBLEMS=1/1-4 is a fifth of it)
+#
+# Prepare here first (the GPU machine has no package registry and does not see ../shared):
+#   bash ../shared/device/wheels.sh        # litellm, sqlite-utils, ... as wheels in .whl/ (~53 MB)
 #   mkdir -p .kb/kernelbench && cp -r ../shared/kernelbench/data .kb/kernelbench/ && echo /.kb/ >> .git/info/exclude
-# then run `bash tests/bench/gpu_checks.sh` on the device, carrying .whl and .kb; results land in $OUT.
-export PYTHONUNBUFFERED=1 KB_DATASET=$PWD/.kb/kernelbench PYTHONPATH=$PWD LITELLM_LOCAL_MODEL_COST_MAP=True
+# then run `bash tests/bench/gpu_checks.sh GROUP` on the device, carrying .whl and .kb; results land in
+# $OUT. Set GPU_CHECKS_HEAD=1 to run the committed HEAD rather than the working tree as it travelled.
+set -u
+cd "$(dirname "$0")/../.."
+export PYTHONUNBUFFERED=1 LITELLM_LOCAL_MODEL_COST_MAP=True HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
+export KB_DATASET=${KB_DATASET:-$PWD/.kb/kernelbench} KB_BUILD_DIR=${KB_BUILD_DIR:-/tmp/kbbuild}
 OUT=${OUT:-$(mktemp -d)}
-set -o pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  && export PYTHONPATH=/tmp/site:$PWD || echo "wheel install failed"
-python3 -m pip install --no-build-isolation --no-deps -q -e . >/dev/null 2>&1 || echo "pip -e failed (using PYTHONPATH)"
-export KB_BUILD_DIR=/tmp/kbbuild
-echo "=== solve 2/40 (#4)"
-KB_DB=$OUT/solve.sqlite timeout "${T_SOLVE:-300}" bash tests/bench/solve_demo.sh 2>&1 | tee "$OUT/solve.log"
-echo "=== gpu tests (#3)"
-timeout "${T_TESTS:-300}" python3 -m pytest -q -p no:cacheprovider -m gpu tests/evaluator -s 2>&1 | tee "$OUT/gpu_tests.log"
-echo "=== problems check (#5)"
-# the ones a first full scan (2026-11-30) left unchecked or checked under the old constant_pass rule, then
-# the flags the issue names; `kb-agent problems check 1 --jobs 4` (and 2, 3) redo the whole scan
-(timeout "${T_CHECK:-180}" kb-agent problems check 1/37-39,94-100,23 --jobs 4 --db "$OUT/checks.sqlite"
- timeout 120 kb-agent problems check 2/36,42,65,66,9,23,38,80,83 --jobs 4 --db "$OUT/checks.sqlite") 2>&1 \
-  | tee "$OUT/checks.log"
-echo "=== stage bench, strict cost (#3, #5)"
-timeout "${T_BENCH:-150}" python3 tests/bench/bench_eval_stages.py --skip-plain --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"
-echo "=== red team on the GPU (#5)"
-timeout "${T_RED:-300}" python3 tests/bench/redteam_table.py --device cuda --modes parity,strict --jobs 8 \
-  --json "$OUT/redteam.json" 2>&1 | tee "$OUT/redteam.log"
+T0=$(date +%s)
+if [ "${GPU_CHECKS_HEAD:-0}" = 1 ] && git rev-parse -q HEAD >/dev/null 2>&1; then
+  git checkout -q HEAD -- . && git clean -fdq -e .kb -e .whl -e .venv && echo "at $(git log --oneline -1)"
+fi
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    .whl/*.whl >/dev/null 2>&1 && export PYTHONPATH=/tmp/site:$PWD || echo "wheel install failed"
+else
+  export PYTHONPATH=$PWD
+fi
+KB=(python3 -c "from kb_agent.agent.cli import main; main()")
+echo "setup $(($(date +%s) - T0)) s; $(nvidia-smi --query-gpu=name,clocks.sm,memory.used --format=csv,noheader 2>&1)"
+
+step() { # step NAME TIMEOUT_S CMD...: CMD bounded by TIMEOUT_S, its output in $OUT/NAME.log, its tail here
+  local name=$1 t=$2
+  shift 2
+  echo "=== $name start $(date +%T)"
+  timeout -k 5 "$t" "$@" >"$OUT/$name.log" 2>&1
+  local rc=$?
+  tail -n "${TAILN:-20}" "$OUT/$name.log"
+  echo "=== $name rc=$rc end $(date +%T)"
+}
+
+for group in "$@"; do
+  case $group in
+    evaluator)
+      step gpu_tests_zygote_ncu 200 python3 -m pytest -q -p no:cacheprovider -m gpu -s \
+        tests/evaluator/test_zygote.py tests/evaluator/test_ncu.py
+      step bench_ncu 200 python3 tests/bench/bench_ncu.py --json "$OUT/ncu.jsonl"
+      step latency 120 python3 tests/bench/bench_latency.py --small --budget-s 105 --json "$OUT/latency.json" \
+        --cases first_build_cuda,refine_same_decls,identical_again,triton
+      step redteam 300 python3 tests/bench/redteam_table.py --device cuda --modes strict --jobs 4 --skip-slow \
+        --jsonl "$OUT/redteam.jsonl"
+      ;;
+    strategies)
+      KB_DB="$OUT/strategies.sqlite" step strategies 540 bash tests/bench/strategies_demo.sh
+      ;;
+    checks)
+      for level in ${CHECK_LEVELS:-1 2 3 4}; do
+        step "check_l$level" 240 "${KB[@]}" problems check "$level" --jobs 8 --db "$OUT/checks.sqlite" --json
+      done
+      ;;
+    gpu-tests)
+      step gpu_tests 540 python3 -m pytest -q -p no:cacheprovider -m gpu -rs tests/evaluator/test_timing_gpu.py \
+        tests/evaluator/test_evaluate_gpu.py tests/evaluator/test_split_build.py \
+        tests/evaluator/test_bindcache_gpu.py tests/prompts/test_examples.py
+      ;;
+    baseline)
+      # shellcheck disable=SC2086 # BASELINE_ARGS: more options, word-split on purpose (e.g. "--jobs 8")
+      step baseline 540 "${KB[@]}" baseline "${BASELINE_SPEC:-1}" --db "$OUT/baseline.sqlite" ${BASELINE_ARGS:-}
+      ;;
+    sweep)
+      step sweep 540 python3 tests/bench/bench_sweep.py --device cuda --latency-s 20 --turns 3 \
+        --jobs "${SWEEP_JOBS:-8}" --problem "${SWEEP_PROBLEMS:-1/1-20}" --replies tests/bench/strategies_1_19_21
+      ;;
+    *)
+      echo "unknown group $group: evaluator, strategies, checks, gpu-tests, baseline or sweep" >&2
+      exit 2
+      ;;
+  esac
+done
+echo "all groups in $(($(date +%s) - T0)) s; logs in $OUT"
