@@ -55,6 +55,8 @@ import sys
 import time
 from pathlib import Path
 
+from kb_agent.evaluator import nvccpar
+
 FORMAT = 1  # bump when a key's recipe or the layout changes
 REQUEST = "kb_binding_request.json"  # what a child leaves in its build folder for the publisher
 PLACEHOLDER = "kb_binding_placeholder"  # the extension name while the key is computed
@@ -255,8 +257,8 @@ class JitHook:
 
     `record` gets `path` (CACHED, OWN or STOCK), `reason` (why not CACHED; "" when it was),
     `binding_key` (the key's first 16 hex digits, when one was computed), `waited_s` (seconds it waited
-    for a publisher compiling the key, when it did) and `pch` (True: main.cpp compiled against the
-    cached precompiled header)."""
+    for a publisher compiling the key, when it did), `pch` (True: main.cpp compiled against the
+    cached precompiled header) and `nvcc` (how each .cu compiled: `evaluator.nvccpar.records`)."""
 
     def __init__(self, ce, root: Path | None, record: dict, wait_s: float = WAIT_S):
         self.ce = ce
@@ -316,7 +318,10 @@ class JitHook:
         edges(ninja, build_dir)
         key = binding_key(main_cpp, spec)
         self.record["binding_key"] = key[:16]
-        return build_dir, main_cpp, ninja.replace(PLACEHOLDER, module_name(key)), spec, key, flags, with_cuda
+        ninja = ninja.replace(PLACEHOLDER, module_name(key))
+        if with_cuda:  # the .cu's host and device front ends at once (evaluator.nvccpar)
+            ninja = nvccpar.through(ninja)
+        return build_dir, main_cpp, ninja, spec, key, flags, with_cuda
 
     def _build(self, a, build_dir, main_cpp, ninja, spec, key, flags, with_cuda, stock):
         root, name = self.root, module_name(key)
@@ -350,6 +355,9 @@ class JitHook:
             self._own(build_dir, a, name, ninja, spec, key)
             self.record.update(path=OWN, reason=why)
             write_request(build_dir, key, main_cpp, flags, with_cuda)
+        nvcc = nvccpar.records(build_dir)
+        if nvcc:
+            self.record["nvcc"] = nvcc
         return self.ce._import_module_from_library(name, str(build_dir), True)
 
     def _own(self, build_dir: Path, a: dict, name: str, ninja: str, spec: list[str], key: str) -> None:
