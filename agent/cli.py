@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -153,10 +154,11 @@ def _raise_terminated(*_) -> None:
 
 
 @contextlib.contextmanager
-def _interruptible(hint: str = ""):
+def _interruptible(hint: str | Callable[[], str] = ""):
     """Run a command body so that Ctrl-C and a plain `kill` (SIGTERM, as `timeout` and job schedulers
     send) unwind it: evaluation children are killed, what is logged stays logged, and one line says
-    so (exit 130, or 143 for SIGTERM) instead of an abrupt exit that leaves a child unwatched."""
+    so (exit 130, or 143 for SIGTERM) instead of an abrupt exit that leaves a child unwatched. `hint`
+    ends that line; a callable is asked then (what is stored by the time of the interrupt)."""
     import signal
     import threading
 
@@ -167,7 +169,8 @@ def _interruptible(hint: str = ""):
         yield
     except KeyboardInterrupt as e:
         terminated = isinstance(e, Terminated)
-        err.print(("terminated" if terminated else "interrupted") + hint, highlight=False)
+        err.print(("terminated" if terminated else "interrupted") + (hint() if callable(hint) else hint),
+                  highlight=False)  # fmt: skip
         raise typer.Exit(143 if terminated else 130) from None
     finally:
         if main_thread:
@@ -842,7 +845,7 @@ def solve_cmd(
         _refuse_beside_resume(ctx)
         run = partial(job.resume_run, resume_run, store=db, api_base=api_base, jobs=jobs, rpm=rpm, tpm=tpm)
         with _ray(executor, ray_address) as cluster:
-            _run_and_report(partial(run, pool=cluster.pool if cluster else None), db)
+            _run_and_report(partial(run, pool=cluster.pool if cluster else None), db, resuming=resume_run)
         return
     else:
         if not problem or not model:
@@ -931,13 +934,13 @@ def default_turns(model: str) -> int:
     return 5
 
 
-def _run_and_report(run: Any, db: Path) -> None:
-    """Run `run` (a partial of `job.start`, `job.resume_run` or `job.fork`) with progress; exit as solve says."""
+def _run_and_report(run: Any, db: Path, resuming: str | None = None) -> None:
+    """Run `run` (a partial of `job.start`, `job.resume_run` or `job.fork`; `resuming`: the run ref
+    `job.resume_run` was given) with progress; exit as solve says."""
     from kb_agent.agent import job
     from kb_agent.agent.progress import TurnPrinter
 
-    hint = "; `kb-agent runs list` shows the run, `kb-agent solve --resume RUN` continues it"
-    with _interruptible(hint), TurnPrinter(out) as printer:
+    with _interruptible(lambda: _interrupted_hint(db, resuming)), TurnPrinter(out) as printer:
         run_id = run(on_turn=printer, on_start=printer.start, on_trajectory=printer.trajectory_done,
                      on_evaluator=printer.watch)  # fmt: skip
     status = job.run_status(run_id, store=db)
@@ -950,6 +953,24 @@ def _run_and_report(run: Any, db: Path) -> None:
                                     f"`kb-agent runs show {run_id}` shows which"}  # fmt: skip
     err.print(f"run {run_id} {status}: {left.get(status, status)}", highlight=False)
     raise typer.Exit(3)
+
+
+def _interrupted_hint(db: Path, resuming: str | None) -> str:
+    """The end of the line an interrupted solve, resume or fork prints: the run by name when it exists
+    (`resuming`, else the run this process created), else that nothing was stored (seen by a new user:
+    Ctrl-C while the evaluator started pointed to `solve --resume RUN` for a run never created)."""
+    from kb_agent.agent.store import Store
+    from kb_agent.agent.store.liveness import this_process
+
+    name = resuming
+    if name is None and db.exists():
+        with Store(db, create=False) as store:
+            me = this_process()
+            mine = [r for r in store.list_runs() if r.get("pid") == me["pid"] and r.get("host") == me["host"]]
+        name = mine[-1]["name"] if mine else None
+    if name is None:
+        return "; no run was created and nothing is stored: run the command again"
+    return f"; `kb-agent runs show {name}` shows the run, `kb-agent solve --resume {name}` continues it"
 
 
 def _refuse_beside_resume(ctx: typer.Context) -> None:
