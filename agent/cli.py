@@ -130,7 +130,7 @@ ExecutorOpt = Annotated[
     typer.Option(
         "--executor",
         help="Where evaluations run: local (child processes here) or ray (Ray tasks, one GPU each; "
-        'pip install "kb-agent[ray]").',
+        'pip install "kb-agent\\[ray]").',  # \\[: rich markup would read [ray] as a tag and drop it
     ),
 ]
 RayAddressOpt = Annotated[

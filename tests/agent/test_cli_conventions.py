@@ -47,6 +47,14 @@ def test_dash_h_is_help_and_flags_show_no_value(path):
     assert "{" not in short.output.split("\n", 3)[1]  # the usage line
 
 
+@pytest.mark.parametrize("path", [("solve",), ("fork",), ("problems", "check")], ids=" ".join)
+def test_the_executor_help_keeps_the_ray_extra(path):
+    """Rich markup read `[ray]` in `pip install "kb-agent[ray]"` as a tag and dropped it (a new user's
+    `solve --help` said `pip install "kb-agent")`)."""
+    out = " ".join(runner.invoke(app, [*path, "--help"], env=WIDE).output.split())
+    assert 'pip install "kb-agent[ray]"' in out, out
+
+
 def test_usage_names_arguments_in_capitals():
     def usage(command: str) -> str:
         return runner.invoke(app, [command, "-h"], env=WIDE, prog_name="kb-agent").output
