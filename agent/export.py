@@ -80,9 +80,9 @@ def eval_summary(turn: Mapping[str, Any]) -> str:
     if status == "correct" and turn.get("speedup") is not None:
         s = turn["speedup"]
         parts[0] += f" {s:.3f}x" if s >= 0.01 else f" {s:.2g}x"
-    message = str(er.get("message") or "").strip().splitlines()
-    if status != "correct" and message and message[0] != status:
-        parts[0] += f": {message[0][:200]}"
+    message = _headline(str(er.get("message") or ""))
+    if status != "correct" and message and message != status:
+        parts[0] += f": {message[:200]}"
     if turn.get("parity_status") and turn["parity_status"] != status:
         parts.append(f"KernelBench's rules: {turn['parity_status']}")
     corr = er.get("correctness") or {}
@@ -91,6 +91,18 @@ def eval_summary(turn: Mapping[str, Any]) -> str:
     if turn.get("failed_checks"):
         parts.append("failed: " + ", ".join(turn["failed_checks"]))
     return parts[0] + "".join(f" ({p})" for p in parts[1:])
+
+
+def _headline(message: str) -> str:
+    """The message's first line; one that ends in a colon (`... while running correctness trial 1:`)
+    gets the first line after it that is not traceback scaffolding, or loses the colon when none is left."""
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    if not lines or not lines[0].endswith(":"):
+        return lines[0] if lines else ""
+    rest = [
+        x for x in lines[1:] if not x.startswith(("Traceback (most recent call last)", 'File "', "^", "~"))
+    ]
+    return f"{lines[0]} {rest[0]}" if rest else lines[0].rstrip(":")
 
 
 def export_rows(store: Store, run_ref: str) -> list[dict[str, Any]]:

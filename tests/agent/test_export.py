@@ -105,6 +105,20 @@ def test_eval_summary_lines():
     assert eval_summary({"status": None}) == "pending"
 
 
+def test_eval_summary_of_a_message_whose_first_line_ends_in_a_colon_carries_the_error():
+    """A compile error's summary read `compile_error: a Triton kernel failed to compile while running
+    correctness trial 1: (0/5 trials)`, the error itself on the lines after the colon left out."""
+    msg = ("a Triton kernel failed to compile while running correctness trial 1:\n\nTraceback (most recent call last):\n"
+           '  File "kernel.py", line 3\nCompilationError: at 4:8: unsupported dtype\n')  # fmt: skip
+    ej = {"message": msg, "correctness": {"trials": 5, "passed": 0}}
+    assert eval_summary({"status": "compile_error", "eval_json": ej}) == (
+        "compile_error: a Triton kernel failed to compile while running correctness trial 1: "
+        "CompilationError: at 4:8: unsupported dtype (0/5 trials)")  # fmt: skip
+    ej["message"] = "a Triton kernel failed to compile while running correctness trial 1:\n"
+    assert eval_summary({"status": "compile_error", "eval_json": ej}) == (
+        "compile_error: a Triton kernel failed to compile while running correctness trial 1 (0/5 trials)")  # fmt: skip
+
+
 def test_parquet_loads_with_datasets_offline(store, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
