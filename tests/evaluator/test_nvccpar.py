@@ -71,6 +71,7 @@ def test_what_is_not_a_plain_compile_goes_to_nvcc_as_it_is(tmp_path):
 
 
 @needs_nvcc
+@pytest.mark.slow  # two compiles, 3-7 s on 2 shared cores
 def test_the_object_is_nvccs_and_the_record_says_parallel(tmp_path):
     stock, rc, out, record = _both(tmp_path, KERNEL, ARCH)
     assert stock.returncode == 0 and rc == 0, out
@@ -79,6 +80,7 @@ def test_the_object_is_nvccs_and_the_record_says_parallel(tmp_path):
 
 
 @needs_nvcc
+@pytest.mark.slow  # two compiles, 3-7 s on 2 shared cores
 def test_differing_module_ids_run_the_device_chain_again_as_nvcc_does(tmp_path, monkeypatch):
     run = nvccpar._run
 
@@ -95,6 +97,7 @@ def test_differing_module_ids_run_the_device_chain_again_as_nvcc_does(tmp_path, 
 
 
 @needs_nvcc
+@pytest.mark.slow  # two compiles, 3-7 s on 2 shared cores
 def test_two_architectures_are_compiled_by_nvcc_itself(tmp_path):
     two = ["-gencode=arch=compute_80,code=sm_80", *ARCH]
     stock, rc, out, record = _both(tmp_path, KERNEL, two)
@@ -102,6 +105,7 @@ def test_two_architectures_are_compiled_by_nvcc_itself(tmp_path):
 
 
 @needs_nvcc
+@pytest.mark.slow  # two compiles, 3-7 s on 2 shared cores
 @pytest.mark.parametrize(
     "bad",
     [
