@@ -17,7 +17,9 @@ Used as the `nvcc` of a load_inline build (`python -m kb_agent.evaluator.nvccpar
 `command`): anything but one `-c` compile of one `.cu` for one architecture in nvcc's usual sequence of
 steps is handed to nvcc as it is. Each call leaves a record beside its output (`record_path`): `path`
 ("parallel", "parallel_rerun": the ids differed and the device chain ran again after cudafe++, or
-"nvcc": nvcc itself) and `reason`. KB_NVCC_PARALLEL=0 in the environment: always nvcc itself.
+"nvcc": nvcc itself) and `reason`. Off unless KB_NVCC_PARALLEL=1 is in the environment: the path has
+been checked on the CPU (objects identical to nvcc's) but not yet run on a GPU machine, and every CUDA
+candidate's build goes through it once on.
 """
 
 from __future__ import annotations
@@ -43,7 +45,10 @@ class Unplanned(Exception):
 
 
 def enabled() -> bool:
-    return os.environ.get("KB_NVCC_PARALLEL", "1") != "0"
+    """Whether load_inline builds run nvcc through this module: KB_NVCC_PARALLEL=1 (off by default until the
+    path is confirmed on the H200: `python tests/bench/bench_nvccpar.py`, `pytest -m gpu
+    tests/evaluator/test_bindcache_gpu.py` with KB_NVCC_PARALLEL=1)."""
+    return os.environ.get("KB_NVCC_PARALLEL", "0") == "1"
 
 
 def command(nvcc: str) -> str:
