@@ -31,6 +31,7 @@ a compile error still comes back with its line.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -479,7 +480,7 @@ class LoadInlineWrapper:
     """Replaces `torch.utils.cpp_extension.load_inline` inside the evaluator's child (see module doc).
 
     `builds` records each build: name, seconds, whether it came from the cache (`cached`: an identical
-    source built before), and which path built it (`path`: "cached_binding", "own_binding" or "stock", see
+    source built before, and no module built or linked now), and which path built it (`path`: "cached_binding", "own_binding" or "stock", see
     `evaluator.bindcache`) with the `reason` it was not the cached binding object, and `binding_key`.
     `bind_root` is the binding cache (`bindcache.cache_dir`), None for none.
     """
@@ -522,9 +523,7 @@ class LoadInlineWrapper:
         flag_keys = ("functions", "extra_cflags", "extra_cuda_cflags", "extra_ldflags", "extra_include_paths")
         uname = f"{re.sub(r'[^A-Za-z0-9_]', '_', str(name))}_{_digest(self.salt, cpp, cu, [kwargs.get(k) for k in flag_keys], args)}"
         t0 = time.perf_counter()
-        cached = any((self.build_root / uname).glob("*.so")) or any(
-            (self.build_root / (uname + "_l")).glob("*.so")
-        )
+        modules = self._modules(uname)
         flags = self._flags(args, kwargs)
         if not self.cuda_torch and cu:
             check_dir = self.build_root / uname
@@ -547,6 +546,8 @@ class LoadInlineWrapper:
                 name, uname + ("_l" if light else ""), cpp, sources, args, kwargs, flags
             ),
         )
+        # cached: a module was built before and none was built now (not one of another name, none relinked)
+        cached = bool(modules) and self._modules(uname) == modules
         self.builds.append({"name": str(name), "seconds": time.perf_counter() - t0, "cached": cached,
                             "light_cuda_include": light, **self._path})  # fmt: skip
         if self.probe is not None:  # strict mode: each call of the module's functions is a custom launch
@@ -554,6 +555,15 @@ class LoadInlineWrapper:
 
             wrap_extension(module, self.probe, str(name))
         return module
+
+    def _modules(self, uname: str) -> dict[str, int]:
+        """The built modules (.so) of this call's build folders, each with its modification time (ns)."""
+        found = {}
+        for folder in (self.build_root / uname, self.build_root / (uname + "_l")):
+            for so in folder.glob("*.so"):
+                with contextlib.suppress(OSError):
+                    found[str(so)] = so.stat().st_mtime_ns
+        return found
 
     def _flags(self, args: tuple, kwargs: dict) -> dict:
         """The candidate's arguments after `cuda_sources` by name (`extra_cuda_cflags`, ...), positional

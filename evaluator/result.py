@@ -219,6 +219,9 @@ class NcuInfo:
     forwards: int | None = None  # forwards of the candidate in the profiled range
     seconds: float | None = None  # wall seconds of the whole pass, ncu's start to its report
     options: list[str] = field(default_factory=list)  # the ncu options used
+    # the child's load_inline calls, as CompileInfo.builds has them: each should be "cached", its path the
+    # evaluation's (its seconds are the import's, under ncu)
+    builds: list[dict] = field(default_factory=list)
     detail: str = ""  # when not "ok": the last lines of ncu's messages and the child's stderr, for people
 
 

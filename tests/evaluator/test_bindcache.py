@@ -191,6 +191,31 @@ def test_a_build_with_extra_include_paths_takes_the_stock_path(tmp_path):
                                                  "outside the sources)"}  # fmt: skip
 
 
+def test_a_build_is_cached_only_when_no_module_was_built_or_linked_now(tmp_path):
+    """`cached` in a build's record: an earlier module there, and this call built none. The Nsight Compute
+    pass's child once rebuilt by the stock path (another module name beside the evaluation's) and its
+    record said cached, as any .so in the folder did."""
+    import os
+
+    from kb_agent.evaluator.build import LoadInlineWrapper
+
+    w = LoadInlineWrapper(tmp_path, "9.0", cuda_torch=False, salt="s")
+    built = []  # the module each call writes (None: nothing built)
+
+    def original(name, cpp_sources, cuda_sources=None, build_directory=None, **kwargs):
+        so = built.pop(0)
+        if so:
+            (Path(build_directory) / so).write_bytes(b"module")
+            os.utime(Path(build_directory) / so, ns=(len(built) + 1, len(built) + 1))  # mtime: one per call
+        return "module"
+
+    w.original = original
+    built.extend(["ext.so", None, "kb_bind_x.so", "ext.so"])
+    for _ in range(4):
+        w("ext", "torch::Tensor f(torch::Tensor x);")
+    assert [b["cached"] for b in w.builds] == [False, True, False, False]  # built, cached, another, relinked
+
+
 def test_the_binding_cache_is_readable_and_not_writable_in_the_sandbox(tmp_path):
     from kb_agent.evaluator.worker import confine
 
@@ -226,26 +251,14 @@ def test_the_binding_cache_is_readable_and_not_writable_in_the_sandbox(tmp_path)
 
 
 # -- builds (slow: each compile of main.cpp is 20-30 s of g++ on 2 cores) -----------------------------
-CPP_RELU = """import torch
-import torch.nn as nn
-from torch.utils.cpp_extension import load_inline
-
-cpp_src = r'''
-torch::Tensor relu(torch::Tensor x) {{
-    auto y = torch::empty_like(x);
-    const float* px = x.data_ptr<float>();
-    float* py = y.data_ptr<float>();
-    for (int64_t i = 0; i < x.numel(); ++i) py[i] = px[i] > 0.f ? px[i] : 0.f;
-    return y;
-}}
-'''
-ext = load_inline(name="relu_cpp", cpp_sources=cpp_src, functions=["relu"], extra_cflags=["-O1"])
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        {body}
-"""
+# the C++ ReLU candidate with {body} for its forward's body (a str.format template)
+CPP_RELU = (
+    (Path(__file__).resolve().parent.parent / "candidates" / "cpp_relu.py")
+    .read_text()
+    .replace("{", "{{")
+    .replace("}", "}}")
+    .replace("return ext.relu(x.contiguous())", "{body}")
+)
 
 
 def _eval(src: str, strict: bool = True):
@@ -312,7 +325,7 @@ def test_a_cpp_candidate_links_the_cached_binding_object_and_a_corrupt_one_is_re
     (pub4,) = bindcache.publish(candidate_build_root(d), root, pch=False)
     assert pub4["status"] == "published"
     spec = json.loads((root / "objects" / pub["key"] / "entry.json").read_text())["spec"]
-    main_cpp = (next(candidate_build_root(d).glob("relu_cpp_*")) / "main.cpp").read_text()
+    main_cpp = (next(candidate_build_root(d).glob("relu_loop_cpp_*")) / "main.cpp").read_text()
     assert lookup(root, pub["key"], main_cpp, spec)[0] is not None
 
 

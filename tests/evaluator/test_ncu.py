@@ -12,6 +12,7 @@ import csv
 import io
 import os
 import re
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -329,6 +330,50 @@ def test_the_whole_pass_runs_the_worker_under_the_wrapper(fake_ncu, tmp_path, mo
     assert info.forwards == 1 and info.kernels[0].name == "relu_k" and info.seconds > 0
 
 
+def test_the_pass_child_finds_the_binding_cache_the_evaluation_used(fake_ncu, tmp_path, monkeypatch):
+    # without the cache named in its job, the child built by torch's stock path: another module name,
+    # main.cpp and cuda.cu compiled again (36-40 s for 1/19's load_inline ReLU on the H200, not 9-11)
+    from kb_agent.evaluator import bindcache, runner
+    from kb_agent.evaluator.context import Evaluation
+
+    monkeypatch.setenv("KB_BUILD_DIR", str(tmp_path / "kbbuild"))
+    jobs = []
+    monkeypatch.setattr(runner, "run_wrapped", lambda wrapper, job, *a: jobs.append(job) or runner.ChildOutcome(
+        None, "setup", False, None, 1, "", "", 0))  # fmt: skip
+    _profile(tmp_path)
+    (job,) = jobs
+    ev = Evaluation(job, chan=None)
+    assert ev.bind_root == bindcache.cache_dir(runner.default_build_root())
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (shutil.which("ninja") and shutil.which("c++")), reason="needs ninja and c++")
+def test_the_pass_loads_the_evaluations_extension_build_and_builds_nothing(fake_ncu, tmp_path, monkeypatch):
+    # a C++ load_inline candidate evaluated (its extension built and kept), then profiled through the fake
+    # ncu with the same build folder: the child's import is the cached module, on the evaluation's path
+    from kb_agent.evaluator import evaluate
+    from kb_agent.evaluator.runner import candidate_build_root
+
+    monkeypatch.setenv("KB_BUILD_DIR", str(tmp_path / "kbbuild"))
+    monkeypatch.setenv("FAKE_NCU_MODE", "ok")
+    settings, problem = EvalSettings(device="cpu"), resolve_one("toy/relu")
+    src = (CANDIDATES / "cpp_relu.py").read_text()
+    r = evaluate(problem, src, settings)
+    assert r.status == Status.CORRECT, r.message
+    (built,) = r.compile.builds
+    root = candidate_build_root(src)
+    modules = {p: p.stat().st_mtime_ns for p in root.rglob("*.so")}
+    info = ncu_mod.profile_candidate(problem, src, settings, root)
+    assert info.status == "ok", f"{info.message}\n{info.detail}"
+    (again,) = info.builds
+    print(f"\nevaluation's build {built['seconds']:.1f} s ({built['path']}), the pass's {again['seconds']:.2f} s "
+          f"({again['path']}), the pass {info.seconds:.1f} s")  # fmt: skip
+    assert again["cached"] and again["path"] == built["path"] != "stock", (built, again)
+    assert again.get("binding_key") == built["binding_key"]
+    assert {p: p.stat().st_mtime_ns for p in root.rglob("*.so")} == modules  # nothing built or linked
+    assert again["seconds"] < built["seconds"] / 4
+
+
 # -- the real pass --------------------------------------------------------------------------------------
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["cuda_relu", "triton_relu"])
@@ -342,6 +387,10 @@ def test_the_real_pass_on_a_relu(kb_dataset, name):
     print(f"\n{name}: ncu {r.ncu.status} in {r.stages.get('ncu', 0):.1f} s (evaluation {r.stages['total']:.1f} s), "
           f"{len(text)} characters of feedback\n{ncu_summary(r.ncu)}\n{speed_of_light(r.ncu)}")  # fmt: skip
     assert r.ncu is not None and r.ncu.status == "ok", r.ncu and f"{r.ncu.message}\n{r.ncu.detail}"
+    # the pass imports the evaluation's build: cached, on the run child's path (nothing compiled under ncu)
+    print("the pass's builds:", r.ncu.builds)
+    assert all(b["cached"] for b in r.ncu.builds), r.ncu.builds
+    assert [b["path"] for b in r.ncu.builds] == [b["path"] for b in r.compile.builds if b["child"] == "run"]
     (k,) = r.ncu.kernels
     assert k.name.startswith("relu_kernel") and r.ncu.library_skipped == 0 and r.ncu.forwards == 1
     # 1/19 moves 2 x 6.4 GB: about 3 ms at the H200's 4.8 TB/s peak

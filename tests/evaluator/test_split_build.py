@@ -203,26 +203,7 @@ def test_the_harness_reads_the_architecture_without_importing_torch():
     assert out.stdout.strip() == "False"
 
 
-CPP_RELU_LOOP = """
-import torch.nn as nn
-from torch.utils.cpp_extension import load_inline
-
-cpp_src = r'''
-torch::Tensor relu(torch::Tensor x) {
-    auto y = torch::empty_like(x);
-    const float* a = x.data_ptr<float>();
-    float* b = y.data_ptr<float>();
-    for (int64_t i = 0; i < x.numel(); ++i) b[i] = a[i] > 0.f ? a[i] : 0.f;
-    return y;
-}
-'''
-ext = load_inline(name="relu_loop_cpp", cpp_sources=cpp_src, functions=["relu"])
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        return ext.relu(x.contiguous())
-"""
+CPP_RELU_LOOP = (Path(__file__).resolve().parent.parent / "candidates" / "cpp_relu.py").read_text()
 
 
 @pytest.mark.slow  # one g++ build of torch/extension.h (1-2 minutes on 2 cores)
