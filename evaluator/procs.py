@@ -89,6 +89,17 @@ def listdir(path: str) -> list[str]:
         return []
 
 
+def machine_memory_bytes() -> int | None:
+    """This machine's physical memory, bytes (MemTotal of /proc/meminfo); None where it cannot be read."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024  # kB
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def group_rss_bytes(leader: int) -> int:
     """Resident memory of `group_members(leader)`, bytes (/proc/PID/statm)."""
     return sum(_resident_pages(pid) for pid in group_members(leader)) * os.sysconf("SC_PAGE_SIZE")

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from kb_agent.evaluator import zygote
 from kb_agent.evaluator.judge import Fate, judge
-from kb_agent.evaluator.procs import group_members, group_rss_bytes
+from kb_agent.evaluator.procs import group_members, group_rss_bytes, machine_memory_bytes
 from kb_agent.evaluator.result import (
     CHECK_FLAGS,
     CompileInfo,
@@ -43,6 +43,7 @@ from kb_agent.evaluator.result import (
 )
 from kb_agent.evaluator.settings import EvalSettings, StageLimits
 from kb_agent.evaluator.slots import Slot, Slots, Unpooled
+from kb_agent.evaluator.thresholds import HOST_MEMORY_FRACTION
 from kb_agent.evaluator.workdir import new_workdir
 from kb_agent.problems import Problem
 
@@ -412,7 +413,7 @@ def _fate(child: ChildOutcome, settings: EvalSettings, problem: Problem, stderr:
     """How the child ended, in the judge's terms, with the sentence the model reads for each ending."""
     stage, stage_limit = child.stage, _stage_limits(settings.limits)
     if child.memory_stage is not None:
-        return Fate("memory", f"the {child.memory_stage} stage used more than {settings.max_memory_gb:g} GiB of "
+        return Fate("memory", f"the {child.memory_stage} stage used more than {memory_limit_gb(settings):g} GiB of "
                     "host memory (the evaluation's whole process group, compilers included) and was killed")  # fmt: skip
     if child.timed_out:
         hint = ""
@@ -468,7 +469,8 @@ def run_child(
 
     The child is forked from the warm worker (`evaluator.zygote`) where `settings.fork_server` allows
     it and that works, else spawned; how, and why it was spawned, goes to `on_event` first as
-    {"event": "child_start", "child_start": {"method", "reason", "seconds"}} (`EvalResult.child_start`)
+    {"event": "child_start", "child_start": {"method", "reason", "seconds", "memory_limit_gb"}}
+    (`EvalResult.child_start`; the memory limit that applied, `memory_limit_gb`)
     and into the outcome. A forked child's supervising half counts in its RSS the warm worker's memory
     that it shares copy-on-write; that much (`ForkedChild.inherited_bytes`) is added to the memory limit,
     so the candidate's budget is a spawned child's."""
@@ -482,8 +484,9 @@ def run_child(
         with _LIVE_LOCK:
             _LIVE.add(proc)
         files.give_key(key)
+        start["memory_limit_gb"] = memory_limit_gb(settings)
         on_event({"event": "child_start", "child_start": start})
-        max_rss = settings.max_memory_gb * 2**30 + getattr(proc, "inherited_bytes", 0)
+        max_rss = start["memory_limit_gb"] * 2**30 + getattr(proc, "inherited_bytes", 0)
         try:
             done, stage, timed_out, forged = _watch(
                 proc, files.r, on_event, stages, _stage_limits(settings.limits), max_rss, key
@@ -659,7 +662,7 @@ def run_wrapped(
         limits = dict.fromkeys(_LIMIT_NAMES, limit_s)
         try:
             done, stage, _, forged = _watch(
-                proc, files.r, on_event, stages, limits, settings.max_memory_gb * 2**30, key
+                proc, files.r, on_event, stages, limits, memory_limit_gb(settings) * 2**30, key
             )
         except MemoryExceeded as e:
             done, stage, memory_stage, forged = None, e.args[0], e.args[0], 0
@@ -683,6 +686,16 @@ def run_wrapped(
     return ChildOutcome(
         done, stage, expired.is_set(), memory_stage, proc.returncode, out, err, leftovers, forged
     )
+
+
+def memory_limit_gb(settings: EvalSettings) -> float:
+    """Host memory (RSS, GiB) an evaluation child's process group may use: `settings.max_memory_gb`, but
+    at most `HOST_MEMORY_FRACTION` of this machine's memory (where /proc/meminfo reads), rounded down to
+    0.1 GiB, so that the harness, not the kernel's OOM killer, stops a child that would exhaust it."""
+    total = machine_memory_bytes()
+    if total is None:
+        return settings.max_memory_gb
+    return min(settings.max_memory_gb, int(HOST_MEMORY_FRACTION * total / 2**30 * 10) / 10)
 
 
 class MemoryExceeded(Exception):
@@ -812,7 +825,8 @@ def check_problem(problem: Problem, settings: EvalSettings) -> dict:
     Returns a dict: level, problem_id, name, device, precision, gpu_name, status ("ok", "flagged",
     "unchecked", "error" or "timeout"), flags (a list of `CHECK_FLAGS`), one entry per flag, findings
     (flag, atol, rtol, fraction, threshold, precisions), measures (fractions per tolerance), unchecked
-    ({"reason", "message"} or None), details and message.
+    ({"reason", "message"} or None), details, message, seconds and memory_limit_gb (the host memory
+    limit that applied, GiB: `memory_limit_gb`).
     """
     job = {"mode": "check_problem", "problem": problem.to_dict()}
     parts, child, stages = _run_reference_job("kb-check-", job, settings)
@@ -826,7 +840,8 @@ def check_problem(problem: Problem, settings: EvalSettings) -> dict:
             "status": status, "message": message, "flags": found.get("flags", []),
             **{k: found.get(k) for k in CHECK_FLAGS},
             **{k: found.get(k) for k in ("findings", "measures", "unchecked")},
-            "details": found.get("details", []), "seconds": sum(stages.values())}  # fmt: skip
+            "details": found.get("details", []), "seconds": sum(stages.values()),
+            "memory_limit_gb": child.start.get("memory_limit_gb")}  # fmt: skip
 
 
 def _run_reference_job(prefix: str, job: dict, settings: EvalSettings) -> tuple[dict, ChildOutcome, dict]:
@@ -858,7 +873,7 @@ def _reference_outcome(
         return child.done["status"], child.done["message"]
     if child.memory_stage is not None:  # read by agent.checks as out of memory: checked again alone
         return "error", (f"out of memory: the {child.memory_stage} stage used more than "
-                         f"{settings.max_memory_gb:g} GiB of host memory and was killed")  # fmt: skip
+                         f"{memory_limit_gb(settings):g} GiB of host memory and was killed")  # fmt: skip
     if child.timed_out:
         return "timeout", timeout.format(stage=child.stage, limit=_stage_limits(settings.limits)[child.stage])
     tail = child.stderr.strip().splitlines()[-6:]

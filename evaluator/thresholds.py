@@ -79,3 +79,11 @@ REPRO_GOAL_P95_PCT = 3.0
 MOSTLY_ZEROS_FRACTION = 0.7
 MOSTLY_CONSTANT_FRACTION = 0.7
 MOSTLY_UNCHANGED_FRACTION = 0.95
+
+# ---- host memory of an evaluation child (evaluator.runner.memory_limit_gb): not a strict check. The
+# limit a child's process group may use is EvalSettings.max_memory_gb, but at most this fraction of the
+# machine's MemTotal: a setting above the machine's memory never fired, and the kernel's OOM killer took
+# the child instead (a new-user pass on a 24 GiB, 2-core CPU machine: `problems check 1/19,1/23 --device
+# cpu --jobs 2`, anon-rss 22.9 GB, reported as SIGKILL rather than out of memory, never retried alone).
+# The rest is left to the harness, the warm worker and the system.
+HOST_MEMORY_FRACTION = 0.8

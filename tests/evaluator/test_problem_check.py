@@ -310,3 +310,38 @@ def test_a_device_draw_out_of_memory_is_raised_not_drawn_again_on_the_cpu(error,
         with pytest.raises(torch.OutOfMemoryError):
             Evaluation.draw_inputs(ev)
         assert len(draws) == 1
+
+
+def test_the_memory_limit_is_capped_to_the_machine(monkeypatch):
+    # a new-user pass on a 24 GiB machine: the default 32 GiB never fired, the kernel's OOM killer did
+    from kb_agent.evaluator import runner
+
+    monkeypatch.setattr(runner, "machine_memory_bytes", lambda: 24 * 2**30)
+    assert runner.memory_limit_gb(EvalSettings(device="cpu")) == 19.2  # 0.8 of 24 GiB
+    assert runner.memory_limit_gb(EvalSettings(device="cpu", max_memory_gb=4.0)) == 4.0
+    monkeypatch.setattr(runner, "machine_memory_bytes", lambda: None)  # no /proc/meminfo: the setting
+    assert runner.memory_limit_gb(EvalSettings(device="cpu")) == 32.0
+
+
+@pytest.mark.slow
+def test_a_check_past_the_machines_memory_is_retried_alone_then_unchecked(tmp_path, monkeypatch):
+    from kb_agent.agent.checks import check_problems
+    from kb_agent.evaluator import runner
+
+    monkeypatch.setattr(runner, "machine_memory_bytes", lambda: 2 * 2**30)  # limit 1.6 GiB, not 32
+    large, small = tmp_path / "1_large.py", tmp_path / "2_small.py"
+    large.write_text(TEMPLATE.replace("self.drop = nn.Dropout(0.5)", "self.big = torch.ones(2**29)")
+                     .format(body="x + __import__('time').sleep(3) * 0"))  # fmt: skip
+    small.write_text(TEMPLATE.format(body="torch.relu(x)"))
+    calls = []
+
+    def check(p, s):
+        calls.append(p.name)
+        return runner.check_problem(p, s)
+
+    problems = [resolve_one(str(large)), resolve_one(str(small))]
+    big, ok = check_problems(problems, EvalSettings(device="cpu"), jobs=2, check=check)
+    assert calls.count(problems[0].name) == 2 and calls.count(problems[1].name) == 1, calls
+    assert big["status"] == "unchecked" and big["unchecked"]["reason"] == "memory", big
+    assert "1.6 GiB" in big["message"] and big["memory_limit_gb"] == 1.6
+    assert ok["status"] == "ok" and ok["memory_limit_gb"] == 1.6
