@@ -6,7 +6,8 @@ slots, or the visible GPUs, each check on one of them; checks time nothing, so `
 GPUs share them), checks again alone, after the rest, each problem that ran out of memory beside the
 others, stores the findings and returns one result dict per problem. An
 interrupt (Ctrl-C, or SIGTERM turned into one) starts no queued check and kills the children of the
-running ones before it propagates.
+running ones before it propagates. `run_pooled` is that engine alone (any function of a problem that
+times nothing), for `kb-agent baseline --jobs`'s warm-up compilations too.
 """
 
 from __future__ import annotations
@@ -66,15 +67,9 @@ def check_problems(
         KeyboardInterrupt: re-raised after the running checks' children are killed; what finished
             before is stored.
     """
-    if jobs < 1:
-        raise ValueError(f"jobs must be 1 or more, got {jobs}")
     if check is None:
         from kb_agent.evaluator.runner import check_problem as check
-    pool = check_pool(settings, jobs, check)
     results: dict[int, dict[str, Any]] = {}
-
-    def run(p: Problem) -> dict[str, Any]:
-        return pool.run(EvalJob(p, "", settings, kind="check_problem"))
 
     def finish(i: int, result: dict[str, Any]) -> None:
         if ran_out_of_memory(result):  # final (alone, or the only check): the machine's memory is too small
@@ -86,25 +81,51 @@ def check_problems(
         if on_result is not None:
             on_result(problems[i], result)
 
-    retry: list[int] = []  # out of memory beside other checks: checked again alone at the end
+    run_pooled(problems, settings, jobs, check, finish)
+    return [results[i] for i in range(len(problems))]
+
+
+def run_pooled(
+    problems: Sequence[Problem],
+    settings: EvalSettings,
+    jobs: int,
+    fn: CheckFn,
+    finish: Callable[[int, dict[str, Any]], None],
+) -> None:
+    """`fn(problem, settings)` for each of `problems`, `jobs` at once through `check_pool` (jobs that
+    time nothing: problem checks, `kb-agent baseline`'s warm-up compilations), and `finish(i, result)`
+    with each final result, i the problem's index, in the order of `problems`. With `jobs` above 1, a
+    problem whose result ran out of memory (`ran_out_of_memory`) runs again alone after all the others
+    and finishes with that second result. Returns once every child has ended.
+
+    Raises:
+        ValueError: `jobs` below 1.
+        KeyboardInterrupt (or whatever `fn` or `finish` raise): re-raised after the children of the
+            running calls are killed; no queued call starts.
+    """
+    if jobs < 1:
+        raise ValueError(f"jobs must be 1 or more, got {jobs}")
+    pool = check_pool(settings, jobs, fn)
+
+    def run(p: Problem) -> dict[str, Any]:
+        return pool.run(EvalJob(p, "", settings, kind="check_problem"))
+
+    retry: list[int] = []  # out of memory beside other jobs: run again alone at the end
     threads = ThreadPoolExecutor(max_workers=jobs)
     try:
         for i, result in enumerate(threads.map(run, problems)):
             if jobs > 1 and ran_out_of_memory(result):
-                log.info(
-                    "%s ran out of memory beside other checks; it is checked again alone", problems[i].key
-                )
+                log.info("%s ran out of memory beside other jobs; it runs again alone", problems[i].key)
                 retry.append(i)
             else:
                 finish(i, result)
         for i in retry:
             finish(i, run(problems[i]))
-    except BaseException:  # Ctrl-C or SIGTERM: no check is left running, none queued starts
+    except BaseException:  # Ctrl-C or SIGTERM: no child is left running, none queued starts
         threads.shutdown(wait=False, cancel_futures=True)
         _kill_children_until_idle(threads)
         raise
     threads.shutdown()
-    return [results[i] for i in range(len(problems))]
 
 
 def check_pool(settings: EvalSettings, jobs: int, check: CheckFn) -> EvalPool:
@@ -133,4 +154,4 @@ def _kill_children_until_idle(pool: ThreadPoolExecutor, seconds: float = 10.0) -
         time.sleep(0.05)
 
 
-__all__ = ["FINDING_STATUSES", "check_pool", "check_problems", "ran_out_of_memory"]
+__all__ = ["FINDING_STATUSES", "check_pool", "check_problems", "ran_out_of_memory", "run_pooled"]
