@@ -469,13 +469,24 @@ def baseline_cmd(
         bool, typer.Option("--force", help="Time again problems the store already has a baseline for.")
     ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object per problem.")] = False,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=32,
+            help="Warm-up compilations at once before the timings (into one cache the timings then "
+            "compile from; compile s stays the cold compile's). 1: none, each timing compiles cold.",
+        ),
+    ] = 1,
     stage_limits: LimitsOpt = DEFAULT_LIMITS,
     db: DbOpt = DEFAULT_DB,
     dataset: DatasetOpt = None,
 ) -> None:
     """Time each reference eager and under torch.compile on this device (the evaluator's protocol, in an
-    isolated child, one problem at a time), cached in the store per reference, GPU, precision, torch
-    version and mode; `report` compares runs of the same GPU, precision and torch with them."""
+    isolated child, one problem at a time; with --jobs N, N warm-up children first compile the problems
+    at once, and the timings, which start when they have all ended, compile from their cache), cached in
+    the store per reference, GPU, precision, torch version and mode; `report` compares runs of the same
+    GPU, precision and torch with them."""
     import json
 
     from kb_agent.agent.baseline import run_baselines
@@ -494,7 +505,7 @@ def baseline_cmd(
         sys.stdout.flush()
 
     with Store(db) as store, _interruptible("; the baselines timed so far are stored"):
-        results = run_baselines(problems, settings, store=store, compile_mode=mode, force=force,
+        results = run_baselines(problems, settings, store=store, compile_mode=mode, force=force, jobs=jobs,
                                 on_result=print_json if json_out else None)  # fmt: skip
     if not json_out:
         out.print(_baselines_table(problems, results))

@@ -881,26 +881,52 @@ def _reference_outcome(
     return "error", message + ((":\n" + "\n".join(tail)) if tail else " (nothing on stderr)")
 
 
-def time_baseline(problem: Problem, settings: EvalSettings, compile_mode: str = "default") -> dict:
+def compile_cache_env(cache_dir: str | Path) -> dict[str, str]:
+    """The variables a baseline child sets (`time_baseline`, `warm_baseline` with `cache_dir`) to keep
+    torch.compile's on-disk caches in `cache_dir`: inductor's (FX graph and AOT autograd caches, its C++
+    builds) in `cache_dir`/inductor, Triton's compiled kernels in `cache_dir`/triton."""
+    root = Path(cache_dir).resolve()
+    return {"TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"), "TRITON_CACHE_DIR": str(root / "triton")}
+
+
+def _baseline_job(problem: Problem, compile_mode: str, cache_dir: str | Path | None) -> dict:
+    job = {"mode": "baseline", "compile_mode": compile_mode, "problem": problem.to_dict()}
+    if cache_dir is not None:
+        job.update(compile_cache=True, env=compile_cache_env(cache_dir))
+    return job
+
+
+_BASELINE_TIMEOUT = "the {stage} stage ran past its {limit:g} s limit (raise it with --stage-limits)"
+
+
+def time_baseline(
+    problem: Problem,
+    settings: EvalSettings,
+    compile_mode: str = "default",
+    cache_dir: str | Path | None = None,
+) -> dict:
     """Time `problem`'s reference eager and under `torch.compile(mode=compile_mode)` in an isolated child
     (`evaluator.stages.baseline`: the timing stage's protocol for the reference; no candidate).
 
     Args:
         compile_mode: "default" (inductor's default) or "max-autotune".
+        cache_dir: a folder for torch.compile's on-disk caches (`compile_cache_env`), shared with the
+            warm-up child that compiled the reference first (`warm_baseline`); None: the child's own,
+            removed with it (every compilation cold).
 
     Returns a dict: key, level, problem_id, name, code_sha256, device, precision, gpu_name (None on the
     CPU), torch (the child's torch version), compile_mode, status ("ok", "compile_failed": torch.compile
     failed or its output differed, the eager figure stands; "error": no figure; "timeout"), message,
     method, settings, eager and compiled (TimingStats dicts, ms; None when not measured), eager_ms and
-    compile_ms (their means, ms), compile_s (seconds of the first compiled call), compile_error, seconds.
-    Does not raise for anything the reference does.
+    compile_ms (their means, ms), compile_s (seconds of the first compiled call), compile_error,
+    compile_cache (that call's FX graph and AOT autograd cache hits, misses and bypasses, or None),
+    seconds. Does not raise for anything the reference does.
     """
-    job = {"mode": "baseline", "compile_mode": compile_mode, "problem": problem.to_dict()}
+    job = _baseline_job(problem, compile_mode, cache_dir)
     parts, child, stages = _run_reference_job("kb-base-", job, settings)
     found = parts.get("baseline", {}).get("baseline", {})
     hw = parts.get("hardware", {}).get("hardware", {})
-    status, message = _reference_outcome(child, settings, "baseline",
-                                         "the {stage} stage ran past its {limit:g} s limit (raise it with --stage-limits)")  # fmt: skip
+    status, message = _reference_outcome(child, settings, "baseline", _BASELINE_TIMEOUT)
     if child.forged:
         found = {}
     eager, compiled = found.get("eager"), found.get("compiled")
@@ -913,4 +939,36 @@ def time_baseline(problem: Problem, settings: EvalSettings, compile_mode: str = 
             "settings": found.get("settings") or {}, "eager": eager, "compiled": compiled,
             "eager_ms": eager["mean_ms"] if eager else None, "compile_ms": compiled["mean_ms"] if compiled else None,
             "compile_s": found.get("compile_s"), "compile_error": found.get("compile_error"),
+            "compile_cache": found.get("compile_cache"), "seconds": sum(stages.values())}  # fmt: skip
+
+
+def warm_baseline(
+    problem: Problem,
+    settings: EvalSettings,
+    compile_mode: str = "default",
+    cache_dir: str | Path | None = None,
+    compile_threads: int | None = None,
+) -> dict:
+    """Compile `problem`'s reference under `torch.compile(mode=compile_mode)` in an isolated child, timing
+    nothing but the first compiled call (`evaluator.stages.baseline.warm`: the reference, inputs and
+    eager call `time_baseline`'s child makes first), so that a `time_baseline` given the same `cache_dir`
+    compiles from its caches. Times nothing else, so several may share a device; `compile_threads`
+    caps inductor's compile workers in the child (None: one per CPU), so several share the CPUs.
+
+    Returns a dict: key, status ("ok"; "compile_failed": torch.compile raised; "error": the reference
+    failed or a stage ran out of memory, the message then begins "out of memory"; "timeout"), message,
+    compile_s (wall seconds of the first compiled call: the cold compilation where `cache_dir` was
+    empty; None when it did not finish), compile_error, compile_cache (as `time_baseline`'s), seconds
+    (the child's stages). Does not raise for anything the reference does.
+    """
+    job = {
+        **_baseline_job(problem, compile_mode, cache_dir),
+        "warmup": True,
+        "compile_threads": compile_threads,
+    }
+    parts, child, stages = _run_reference_job("kb-base-", job, settings)
+    found = {} if child.forged else parts.get("baseline", {}).get("baseline", {})
+    status, message = _reference_outcome(child, settings, "baseline warm-up", _BASELINE_TIMEOUT)
+    return {"key": problem.key, "status": status, "message": message, "compile_s": found.get("compile_s"),
+            "compile_error": found.get("compile_error"), "compile_cache": found.get("compile_cache"),
             "seconds": sum(stages.values())}  # fmt: skip

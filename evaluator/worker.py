@@ -11,11 +11,12 @@ JSON object per line (see `Channel`):
     {"event": "strict", "strict": {...}}                        strict mode's facts (checks, parity status)
     {"event": "done", "status": ..., "message": ...}            the outcome KernelBench's rules give
 
-A job's "mode" picks what runs: an evaluation (none), "check_problem", "baseline", "build" (phase 1 of a
-split evaluation: the candidate imported, and so built, with no GPU visible; `stages.build.prebuild`), or
-"ncu_profile" (the candidate's forwards under Nsight Compute, `evaluator.ncu`; PARENT_PID is 0 there: ncu
-is the parent). A job may also name the CPUs to run on ("cores") and variables to set ("env", after the
-sandbox is applied: the build child's CUDA_VISIBLE_DEVICES="" and TORCH_CUDA_ARCH_LIST).
+A job's "mode" picks what runs: an evaluation (none), "check_problem", "baseline" (with "warmup": the
+warm-up child, which only compiles), "build" (phase 1 of a split evaluation: the candidate imported, and
+so built, with no GPU visible; `stages.build.prebuild`), or "ncu_profile" (the candidate's forwards under
+Nsight Compute, `evaluator.ncu`; PARENT_PID is 0 there: ncu is the parent). A job may also name the CPUs
+to run on ("cores") and variables to set ("env", after the sandbox is applied: the build child's
+CUDA_VISIBLE_DEVICES="" and TORCH_CUDA_ARCH_LIST; a baseline's shared torch.compile cache folders).
 
 The parent decides the status from these facts and the child's fate (`evaluator.judge`). The stages
 themselves live in `evaluator.stages`, the evaluation's state in `evaluator.context`.
@@ -153,7 +154,12 @@ def main(argv: list[str]) -> None:
             chan.send(
                 "hardware", hardware=dataclasses.asdict(hardware_record(ev.device, ev.settings.precision))
             )
-            baseline.run(ev, job.get("compile_mode", "default"))
+            if job.get("compile_cache"):  # `kb-agent baseline --jobs`: the job's shared cache folder
+                baseline.use_compile_caches()
+            if job.get("warmup"):  # compile, time nothing
+                baseline.warm(ev, job.get("compile_mode", "default"), job.get("compile_threads"))
+            else:
+                baseline.run(ev, job.get("compile_mode", "default"))
         elif job.get("mode") == "build":  # phase 1 of a split evaluation: import (and build), no GPU
             from kb_agent.evaluator.hardware import hardware_record
             from kb_agent.evaluator.stages import build
