@@ -297,7 +297,7 @@ def profile_candidate(
     module docstring), in a fresh child under ncu, within `settings.ncu_s` wall seconds in all.
     `build_root` is the candidate's build folder (its cached extension build is reused). Never raises
     for what ncu or the candidate does: every ending is an `NcuInfo` status."""
-    from kb_agent.evaluator.runner import default_build_root, run_wrapped
+    from kb_agent.evaluator.runner import candidate_job, run_wrapped
     from kb_agent.evaluator.workdir import new_workdir
 
     t0 = time.perf_counter()
@@ -311,12 +311,11 @@ def profile_candidate(
     report.parent.mkdir()
     options = ncu_options(report, names)
     child_settings = dataclasses.replace(settings, strict=False, sandbox=False, profile=False)
-    # "sandbox_cache" names the binding cache as the evaluation's job does (`runner.evaluate`): without it
+    # the evaluation's own job (`runner.candidate_job`): a job of its own once named no binding cache, and
     # the child took torch's stock build under another module name and compiled main.cpp and cuda.cu again
     # (the pass of 1/19's load_inline ReLU took 36-40 s on the H200, 9-11 s for Triton candidates)
-    job = {"mode": "ncu_profile", "problem": problem.to_dict(), "candidate": candidate_source,
-           "settings": child_settings.to_dict(), "workdir": str(workdir), "build_root": str(build_root),
-           "sandbox_cache": str(default_build_root()), "warmup": WARMUP, "forwards": FORWARDS}  # fmt: skip
+    job = {**candidate_job(problem, candidate_source, child_settings, workdir, build_root),
+           "mode": "ncu_profile", "warmup": WARMUP, "forwards": FORWARDS}  # fmt: skip
     parts: dict = {}
     try:
         child = run_wrapped([exe, *options], job, child_settings, workdir, build_root,

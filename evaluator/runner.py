@@ -239,14 +239,7 @@ def evaluate(
         precision=settings.precision,
         backend=settings.backend,
     )
-    job = {
-        "problem": problem.to_dict(),
-        "candidate": candidate_source,
-        "settings": settings.to_dict(),
-        "workdir": str(workdir),
-        "build_root": str(build_root),
-        "sandbox_cache": str(default_build_root()),  # the sandbox probe's answer: no child may write there
-    }
+    job = candidate_job(problem, candidate_source, settings, workdir, build_root)
     plan = build_plan(settings, candidate_source, build_root)
     pool, slots = slots is not None, slots or Unpooled(settings.device)
     waits: dict[str, float] = {}
@@ -458,6 +451,23 @@ class ChildOutcome:
     leftovers: int  # processes still running after the verdict (killed since)
     forged: int = 0  # lines on the result channel that were not the evaluator's
     start: dict = dataclasses.field(default_factory=dict)  # how it was started (EvalResult.child_start)
+
+
+def candidate_job(
+    problem: Problem, candidate_source: str, settings: EvalSettings, workdir: Path, build_root: Path
+) -> dict:
+    """The job a child evaluating `candidate_source` on `problem` reads (`evaluator.worker`), its "mode"
+    not set: an evaluation's, and the base of every other child that builds the candidate (a split
+    evaluation's build child, Nsight Compute's pass), so that each finds the same builds and caches."""
+    return {
+        "problem": problem.to_dict(),
+        "candidate": candidate_source,
+        "settings": settings.to_dict(),
+        "workdir": str(workdir),
+        "build_root": str(build_root),
+        # the sandbox probe's answer (no child may write there), and beside it the binding-object cache
+        "sandbox_cache": str(default_build_root()),
+    }
 
 
 def run_child(
