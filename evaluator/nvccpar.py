@@ -180,7 +180,7 @@ def main(argv: list[str]) -> int:
         rc, out, record = compile_parallel(nvcc, args)
     else:
         r = subprocess.run([nvcc, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        rc, out, record = r.returncode, r.stdout, {"path": NVCC, "reason": "KB_NVCC_PARALLEL=0"}
+        rc, out, record = r.returncode, r.stdout, {"path": NVCC, "reason": "KB_NVCC_PARALLEL is not 1"}
     sys.stdout.buffer.write(out)
     sys.stdout.flush()
     target = _output(args)
@@ -191,12 +191,6 @@ def main(argv: list[str]) -> int:
         except OSError:
             pass
     return rc
-
-
-if __name__ == "__main__":
-    if len(sys.argv) < 2:
-        sys.exit("usage: python -m kb_agent.evaluator.nvccpar NVCC ARGS...")
-    sys.exit(main(sys.argv[1:]))
 
 
 def through(ninja: str) -> str:
@@ -219,3 +213,9 @@ def records(build_dir: str | os.PathLike) -> list[dict]:
         except (OSError, ValueError):
             continue
     return out
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit("usage: python -m kb_agent.evaluator.nvccpar NVCC ARGS...")
+    sys.exit(main(sys.argv[1:]))
