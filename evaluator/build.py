@@ -480,8 +480,9 @@ class LoadInlineWrapper:
     """Replaces `torch.utils.cpp_extension.load_inline` inside the evaluator's child (see module doc).
 
     `builds` records each build: name, seconds, whether it came from the cache (`cached`: an identical
-    source built before, and no module built or linked now), and which path built it (`path`: "cached_binding", "own_binding" or "stock", see
-    `evaluator.bindcache`) with the `reason` it was not the cached binding object, and `binding_key`.
+    source built before, and no module built or linked now), and which path built it (`path`:
+    "cached_binding", "own_binding" or "stock", see `evaluator.bindcache`) with the `reason` it was not
+    the cached binding object, and `binding_key`.
     `bind_root` is the binding cache (`bindcache.cache_dir`), None for none.
     """
 

@@ -149,9 +149,10 @@ def warm(ev, compile_mode: str = "default", compile_threads: int | None = None) 
     """Compile the reference as `run` does, timing nothing but the first compiled call: the reference
     built, the timing stage's inputs drawn, one eager call (as `run` makes before it compiles), then
     `torch.compile`'s first call, with `compile_threads` inductor compile workers (None: inductor's
-    default, one per CPU; not part of the FX graph cache's key). Sends a "baseline" part (compile_mode, compile_s: that call's wall
-    seconds, compile_error, compile_cache), then the verdict: `ok`, `compile_failed` (torch.compile
-    raised) or `error` (the reference failed, or anything ran out of memory: "out of memory ...")."""
+    default, one per CPU; not part of the FX graph cache's key). Sends a "baseline" part (compile_mode,
+    compile_s: that call's wall seconds, compile_error, compile_cache), then the verdict: `ok`,
+    `compile_failed` (torch.compile raised) or `error` (the reference failed, or anything ran out of
+    memory: "out of memory ...")."""
     torch, chan = ev.torch, ev.chan
     if compile_mode not in COMPILE_MODES:
         chan.send("done", status="error", message=f"unknown compile mode {compile_mode!r}")
