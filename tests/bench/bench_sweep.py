@@ -2,14 +2,17 @@
 
     python tests/bench/bench_sweep.py [--jobs 1,4] [--latency-s 3] [--problem toy] [--turns 2]
         [--samples 1] [--device cpu] [--replies DIR] [--retime] [--strict] [--executor local,ray,ray-reuse]
+        [--db PATH]
 
 Runs the same sweep once per `--jobs` setting: the main job (`agent.job.start`, as `kb-agent solve` runs
 it) on `--problem` against the bundled fake model server (`kb_agent.agent.fakeserver`) answering every
 request after `--latency-s` seconds, each conversation with reply N+1 of `--replies` at its turn N+1
 (default: the built-in scripted/demo replies, Triton kernels written for toy/relu: a compile error, a
 wrong result, a correct kernel; other problems get them too and fail them, which costs an evaluation
-all the same). Every setting starts from an empty store in a temporary folder and a fresh evaluation
-pool (`evaluator.pool.EvalPool`: one slot per visible GPU, or one per core with --device cpu).
+all the same). Every setting starts from an empty store in a temporary folder (or writes its run,
+named sweep-jobsN, into the store --db names, which keeps it for `report`, `export` and `view`) and a
+fresh evaluation pool (`evaluator.pool.EvalPool`: one slot per visible GPU, or one per core with
+--device cpu).
 `--executor local,ray` runs every --jobs setting once per executor: `ray` through a local Ray instance
 started once, after the local sweeps (`evaluator.ray_executor.RayExecutor`; its start is not in wall_s,
 it is printed as `ray_start_s`), each evaluation a Ray task in a fresh worker process; `ray-reuse` the same
@@ -83,7 +86,10 @@ def sweep(args: argparse.Namespace, jobs: int, replies: list, problems: list, cl
         pool = cluster.pool(config.eval_settings())
         if config.device.startswith("cuda"):
             config = dataclasses.replace(config, **cluster.gpu_target())
-    with tempfile.TemporaryDirectory(prefix="bench-sweep-") as tmp, Store(Path(tmp) / "kb.sqlite") as store:
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-sweep-") as tmp,
+        Store(args.db or Path(tmp) / "kb.sqlite") as store,
+    ):
         with FakeLLMServer(replies, by_turn=True, latency_s=args.latency_s) as srv:
             llm = LLMConfig(model="openai/scripted", api_base=srv.openai_base, max_attempts=1)
             turns_seen = []
@@ -130,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--strict", action="store_true", help="strict mode (off here: it times nothing compared)")
     ap.add_argument("--dataset", default=None, help="a local KernelBench folder (default $KB_DATASET)")
     ap.add_argument("--executor", default="local", help="comma list of executors: local, ray (default local)")
+    ap.add_argument(
+        "--db", type=Path, default=None, help="keep the runs in this store (default: a temporary one)"
+    )
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     settings = [int(j) for j in args.jobs.split(",")]

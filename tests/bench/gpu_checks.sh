@@ -17,7 +17,12 @@
 #   sweep       bench_sweep at SWEEP_JOBS (default 8) over SWEEP_PROBLEMS (default 1/1-20) x 3 turns of
 #               scripted CUDA replies with 20 s model latency (#14; --jobs 1 over all 20 needs ~30 min of
 #               device time, more than a session has: SWEEP_JOBS=1 SWEEP_PROBLEMS=1/1-4 is a fifth of it)
+#   report      `kb-agent report` of every run in the store, by turn, with plots in $OUT/plots and the
+#               problems check's flags excluded as well (#17)
 #
+# Every group writes one store, $OUT/study.sqlite (started as a copy of $GPU_CHECKS_DB when that is set:
+# pass the previous call's store back in, so that baselines, checks and sweeps meet in one store for
+# `report`).
 # Prepare here first (the GPU machine has no package registry and does not see ../shared):
 #   bash ../shared/device/wheels.sh        # litellm, sqlite-utils, ... as wheels in .whl/ (~53 MB)
 #   mkdir -p .kb/kernelbench && cp -r ../shared/kernelbench/data .kb/kernelbench/ && echo /.kb/ >> .git/info/exclude
@@ -39,6 +44,8 @@ else
   export PYTHONPATH=$PWD
 fi
 KB=(python3 -c "from kb_agent.agent.cli import main; main()")
+DB=$OUT/study.sqlite
+if [ -n "${GPU_CHECKS_DB:-}" ]; then cp "$GPU_CHECKS_DB" "$DB" || exit 1; fi
 echo "setup $(($(date +%s) - T0)) s; $(nvidia-smi --query-gpu=name,clocks.sm,memory.used --format=csv,noheader 2>&1)"
 
 step() { # step NAME TIMEOUT_S CMD...: CMD bounded by TIMEOUT_S, its output in $OUT/NAME.log, its tail here
@@ -67,7 +74,7 @@ for group in "$@"; do
       ;;
     checks)
       for level in ${CHECK_LEVELS:-1 2 3 4}; do
-        step "check_l$level" 240 "${KB[@]}" problems check "$level" --jobs 8 --db "$OUT/checks.sqlite" --json
+        step "check_l$level" 240 "${KB[@]}" problems check "$level" --jobs 8 --db "$DB" --json
       done
       ;;
     gpu-tests)
@@ -77,14 +84,20 @@ for group in "$@"; do
       ;;
     baseline)
       # shellcheck disable=SC2086 # BASELINE_ARGS: more options, word-split on purpose (e.g. "--jobs 8")
-      step baseline 540 "${KB[@]}" baseline "${BASELINE_SPEC:-1}" --db "$OUT/baseline.sqlite" ${BASELINE_ARGS:-}
+      step baseline 540 "${KB[@]}" baseline "${BASELINE_SPEC:-1}" --db "$DB" ${BASELINE_ARGS:-}
       ;;
     sweep)
       step sweep 540 python3 tests/bench/bench_sweep.py --device cuda --latency-s 20 --turns 3 \
-        --jobs "${SWEEP_JOBS:-8}" --problem "${SWEEP_PROBLEMS:-1/1-20}" --replies tests/bench/strategies_1_19_21
+        --jobs "${SWEEP_JOBS:-8}" --problem "${SWEEP_PROBLEMS:-1/1-20}" --replies tests/bench/strategies_1_19_21 --db "$DB"
+      ;;
+    report)
+      mapfile -t runs < <(python3 -c "import sqlite3, sys
+print('\n'.join(r[0] for r in sqlite3.connect(sys.argv[1]).execute('select name from runs order by id')))" "$DB")
+      step report 120 "${KB[@]}" report "${runs[@]}" --db "$DB" --by-turn --by-budget --per-problem \
+        --exclude-degenerate --plot "$OUT/plots"
       ;;
     *)
-      echo "unknown group $group: evaluator, strategies, checks, gpu-tests, baseline or sweep" >&2
+      echo "unknown group $group: evaluator, strategies, checks, gpu-tests, baseline, sweep or report" >&2
       exit 2
       ;;
   esac
