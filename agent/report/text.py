@@ -291,7 +291,7 @@ def costs_and_counts(s: dict[str, Any]) -> list[str]:
         f"tokens in: {fmt_num(tin['total'])} total, {fmt_num(tin['per_problem'])} per problem;"
         f"  tokens out: {fmt_num(tout['total'])} total, {fmt_num(tout['per_problem'])} per problem",
         f"cost: {fmt_num(cost['total'], True)} total, {fmt_num(cost['per_problem'], True)} per problem;"
-        f"  GPU-seconds (correctness and timing stages): {fmt_num(gpu.get('total'))} total, "
+        f"  {_run_device(s)}-seconds (correctness and timing stages): {fmt_num(gpu.get('total'))} total, "
         f"{fmt_num(gpu.get('per_problem'))} per problem",
         eval_seconds_line(s),
         usage_line(s),
@@ -299,6 +299,11 @@ def costs_and_counts(s: dict[str, Any]) -> list[str]:
         f"turn statuses: {counts(s['statuses'])}",
         _checks_line(s),
     ]
+
+
+def _run_device(s: dict[str, Any]) -> str:
+    """Where a run's correctness and timing stages ran: "CPU" for a run made with `--device cpu`, else "GPU"."""
+    return "CPU" if (s.get("run") or {}).get("device") == "cpu" else "GPU"
 
 
 def eval_seconds_line(s: dict[str, Any]) -> str:
@@ -312,9 +317,8 @@ def eval_seconds_line(s: dict[str, Any]) -> str:
     if not e["total"]["n"]:
         return f"evaluation seconds per turn: not recorded ({n(e['evaluations'])} without stage times)"
     part = lambda label, d: f"{label} median {fmt_num(d['median'])} s (total {fmt_num(d['total'])} s)"  # noqa: E731
-    where = "CPU" if (s.get("run") or {}).get("device") == "cpu" else "GPU"
     return (f"evaluation seconds per turn, {n(e['total']['n'])}: {part('build', e['build'])}, "
-            f"{part(f'{where} (correctness + timing)', e['run'])}, child start median {fmt_num(e['setup']['median'])} s, "
+            f"{part(f'{_run_device(s)} (correctness + timing)', e['run'])}, child start median {fmt_num(e['setup']['median'])} s, "
             f"{part('whole evaluation', e['total'])}")  # fmt: skip
 
 

@@ -149,3 +149,4 @@ def test_a_scripted_solve_on_the_cpu_reports_its_evaluation_seconds(fake_llm, tm
     line = next(li for li in out.output.splitlines() if li.startswith("evaluation seconds per turn"))
     assert "1 evaluation: build median" in line and "whole evaluation median" in line
     assert "CPU (correctness + timing) median" in line  # the run's device (--device cpu), not "GPU"
+    assert "CPU-seconds (correctness and timing stages)" in out.output and "GPU-seconds (" not in out.output
