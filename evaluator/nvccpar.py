@@ -17,7 +17,10 @@ Used as the `nvcc` of a load_inline build (`python -m kb_agent.evaluator.nvccpar
 `command`): anything but one `-c` compile of one `.cu` for one architecture in nvcc's usual sequence of
 steps is handed to nvcc as it is. Each call leaves a record beside its output (`record_path`): `path`
 ("parallel", "parallel_rerun": the ids differed and the device chain ran again after cudafe++, or
-"nvcc": nvcc itself) and `reason`. Off unless KB_NVCC_PARALLEL=1 is in the environment: the path has
+"nvcc": nvcc itself) and `reason`. A dependency file asked for with the compile (torch's build file
+passes `--generate-dependencies-with-compile --dependency-output OUT.d`, which nvcc writes in a step
+of its own, `-- Filter Dependencies --`) is written by `nvcc -M` beside the two chains, with the same
+target and contents. Off unless KB_NVCC_PARALLEL=1 is in the environment: the path has
 been checked on the CPU (objects identical to nvcc's) but not yet run on a GPU machine, and every CUDA
 candidate's build goes through it once on.
 """
@@ -69,6 +72,42 @@ def _output(args: list[str]) -> str | None:
     return None
 
 
+_DEPS_WITH_COMPILE = ("--generate-dependencies-with-compile", "-MD")
+_DEPS_OUTPUT = ("--dependency-output", "-MF")
+_DEPS_OTHER = ("-M", "-MM", "-MMD", "-MT", "-MP", "--generate-dependencies", "--generate-nonsystem-dependencies",
+               "--generate-nonsystem-dependencies-with-compile", "--dependency-target-name", "--generate-dependency-targets")  # fmt: skip
+
+
+def split_dependencies(nvcc: str, args: list[str]) -> tuple[list[str], list[str] | None]:
+    """`args` without the flags that ask the compile for a dependency file, and the `nvcc -M` command
+    that writes that file as nvcc would (target: the object), or None when none is asked for. Raises
+    Unplanned for a dependency option other than `--generate-dependencies-with-compile` / `-MD` with
+    `--dependency-output FILE` / `-MF FILE`."""
+    rest: list[str] = []
+    with_compile, depfile = False, None
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in _DEPS_WITH_COMPILE:
+            with_compile = True
+        elif a in _DEPS_OUTPUT and i + 1 < len(args):
+            depfile = args[i + 1]
+            i += 1
+        elif a in _DEPS_OTHER or a.split("=", 1)[0] in (*_DEPS_OUTPUT, *_DEPS_OTHER):
+            raise Unplanned(f"dependency option {a}")
+        else:
+            rest.append(a)
+        i += 1
+    if not with_compile and depfile is None:
+        return rest, None
+    target = _output(rest)
+    if not (with_compile and depfile and target):
+        raise Unplanned("a dependency file without its compile, name or object")
+    k = rest.index(next(a for a in rest if a in ("-o", "--output-file") or a.startswith("--output-file=")))
+    without = [a for a in rest[:k] + rest[k + (1 if "=" in rest[k] else 2) :] if a != "-c"]
+    return rest, [nvcc, *without, "-M", "--dependency-target-name", target, "--dependency-output", depfile]
+
+
 def plan(nvcc: str, args: list[str], tmp: Path) -> tuple[dict, list[str], list[str], list[str]]:
     """nvcc's steps for `args` (from `--dryrun`, temporary files in `tmp`): (environment, host chain,
     device chain with cicc writing its own id to `tmp`/kb_device.module_id, final host compile).
@@ -93,6 +132,8 @@ def plan(nvcc: str, args: list[str], tmp: Path) -> tuple[dict, list[str], list[s
             script = f'{m.group(1)}={m.group(2).strip()}\nprintf %s "${m.group(1)}"'
             out = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True)
             env[m.group(1)] = out.stdout
+        elif cmd.startswith("-"):  # a step of nvcc's own, such as "-- Filter Dependencies -- > FILE"
+            raise Unplanned(f"nvcc step {cmd!r}")
         else:
             steps.append(cmd)
     tools = [os.path.basename(shlex.split(s)[0]) for s in steps]
@@ -131,6 +172,7 @@ def compile_parallel(nvcc: str, args: list[str]) -> tuple[int, bytes, dict]:
     with tempfile.TemporaryDirectory(prefix="kbnvcc.") as t:
         tmp = Path(t)
         try:
+            args, deps = split_dependencies(nvcc, args)
             env, host, device, final = plan(nvcc, args, tmp)
         except (Unplanned, OSError, subprocess.SubprocessError, ValueError) as e:
             r = subprocess.run([nvcc, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -140,8 +182,15 @@ def compile_parallel(nvcc: str, args: list[str]) -> tuple[int, bytes, dict]:
         dev_rc = [0]
         worker = threading.Thread(target=lambda: dev_rc.__setitem__(0, _run(device, env, dev_out)))
         worker.start()
+        dep_run = None
+        if deps is not None:  # nvcc -M: its own preprocessor pass, beside the two chains
+            dep_run = subprocess.Popen(deps, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         rc = _run(host, env, host_out)
         worker.join()
+        if dep_run is not None:
+            dep_out = dep_run.communicate()[0]
+            if dep_run.returncode and not rc:
+                return dep_run.returncode, b"".join([*host_out, dep_out]), {"path": PARALLEL, "reason": ""}
         if rc:  # nvcc stops at the host front end's failure: its output alone
             return rc, b"".join(host_out), {"path": PARALLEL, "reason": ""}
         record = {"path": PARALLEL, "reason": ""}

@@ -162,3 +162,57 @@ def test_a_cu_with_torch_headers_builds_the_same_object(tmp_path):
     assert stock.returncode == 0 and rc == 0, out
     assert record["path"] == nvccpar.PARALLEL
     assert _norm((tmp_path / "par.o").read_bytes()) == _norm((tmp_path / "stock.o").read_bytes())
+
+
+def test_the_dependency_file_torchs_build_asks_for_becomes_an_nvcc_m_call():
+    args = [
+        "--generate-dependencies-with-compile",
+        "--dependency-output",
+        "k.cuda.o.d",
+        "-DX=1",
+        *ARCH,
+        "-c",
+        "k.cu",
+        "-o",
+        "k.cuda.o",
+    ]  # fmt: skip  (the order of torch's ninja rule)
+    rest, deps = nvccpar.split_dependencies("nvcc", args)
+    assert rest == ["-DX=1", *ARCH, "-c", "k.cu", "-o", "k.cuda.o"]
+    assert deps == ["nvcc", "-DX=1", *ARCH, "k.cu", "-M", "--dependency-target-name", "k.cuda.o",
+                    "--dependency-output", "k.cuda.o.d"]  # fmt: skip
+    assert nvccpar.split_dependencies("nvcc", ["-c", "k.cu", "-o", "k.o"]) == (
+        ["-c", "k.cu", "-o", "k.o"],
+        None,
+    )
+    for odd in (
+        ["-MMD", "-MF", "k.d"],
+        ["-MD", "-MF", "k.d", "-MT", "t"],
+        ["-MD"],
+        ["--dependency-output", "k.d"],
+    ):
+        with pytest.raises(nvccpar.Unplanned):
+            nvccpar.split_dependencies("nvcc", [*odd, "-c", "k.cu", "-o", "k.o"])
+
+
+@needs_nvcc
+@pytest.mark.slow  # two compiles, 3-7 s on 2 shared cores
+def test_a_compile_with_its_dependency_file_writes_nvccs_file_and_object(tmp_path):
+    """Seen on the H200: torch's build file passes --generate-dependencies-with-compile, whose
+    `-- Filter Dependencies --` step the parallel path ran as a command (bash: --: invalid option)."""
+    cu = tmp_path / "cuda.cu"
+    cu.write_text(KERNEL)
+    made = {}
+    for name in ("stock", "par"):
+        obj = tmp_path / f"{name}.o"
+        args = ["--generate-dependencies-with-compile", "--dependency-output", f"{obj}.d", *ARCH, "-c", str(cu),
+                "-o", str(obj)]  # fmt: skip
+        if name == "stock":
+            r = subprocess.run([NVCC, *args], capture_output=True)
+            assert r.returncode == 0, r.stderr
+        else:
+            rc, out, record = nvccpar.compile_parallel(NVCC, args)
+            assert rc == 0, out
+            assert record == {"path": nvccpar.PARALLEL, "reason": ""}
+        made[name] = (_norm(obj.read_bytes()), Path(f"{obj}.d").read_text().replace(str(obj), "OBJ"))
+    assert made["par"] == made["stock"]
+    assert "cuda_runtime.h" in made["par"][1]
