@@ -16,8 +16,8 @@
 #   baseline    `kb-agent baseline` of BASELINE_SPEC (default 1) with BASELINE_ARGS (#17)
 #   sweep       bench_sweep at SWEEP_JOBS (default 8) over SWEEP_PROBLEMS (default 1/1-20) x 3 turns of
 #               scripted CUDA replies with 20 s model latency (#14; --jobs 1 over all 20 needs ~30 min of
-#               device time, more than a session has: SWEEP_JOBS=1 SWEEP_PROBLEMS=1/1-4 is a fifth of it); the step's limit
-#               is SWEEP_LIMIT_S (default 540)
+#               device time, more than a session has: SWEEP_JOBS=1 SWEEP_PROBLEMS=1/1-4 is a fifth of it);
+#               the step's limit is SWEEP_LIMIT_S (default 540)
 #   report      `kb-agent report` of every run in the store, by turn, with plots in $OUT/plots and the
 #               problems check's flags excluded as well (#17)
 #
