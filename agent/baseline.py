@@ -102,8 +102,8 @@ def run_baselines(
         measured now: `compile_s` the cold compilation's seconds, from the warm-up where it compiled
         (`compile_s_from` "warmup"), else the timing child's own ("timing"; None with no compile_s);
         `warm_compile_s` the timing child's first compiled call from the warm caches (seconds; None
-        without a warm-up); `warmup` the warm-up's status, message, compile_s, compile_cache and seconds
-        (None where none ran).
+        without a warm-up); `warmup` the warm-up's status, message, compile_s, compile_cache, seconds,
+        stages and child_start (None where none ran).
 
     Raises:
         UsageError: an unknown compile mode.
@@ -157,7 +157,8 @@ def _with_warmup(timed: dict[str, Any], warm: dict[str, Any] | None) -> dict[str
     `compile_s_from`, `warm_compile_s` and `warmup` (`run_baselines`' Returns)."""
     summary = None
     if warm is not None:
-        summary = {k: warm.get(k) for k in ("status", "message", "compile_s", "compile_cache", "seconds")}
+        keys = ("status", "message", "compile_s", "compile_cache", "seconds", "stages", "child_start")
+        summary = {k: warm.get(k) for k in keys}
     if summary is not None and summary["status"] == "ok" and summary["compile_s"] is not None:
         return {**timed, "compile_s": summary["compile_s"], "compile_s_from": "warmup",
                 "warm_compile_s": timed.get("compile_s"), "warmup": summary}  # fmt: skip

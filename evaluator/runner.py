@@ -930,7 +930,9 @@ def time_baseline(
     method, settings, eager and compiled (TimingStats dicts, ms; None when not measured), eager_ms and
     compile_ms (their means, ms), compile_s (seconds of the first compiled call), compile_error,
     compile_cache (that call's FX graph and AOT autograd cache hits, misses and bypasses, or None),
-    seconds. Does not raise for anything the reference does.
+    seconds (the child's stages together), stages (seconds per stage, as the supervisor saw them) and
+    child_start (`run_child`'s record: "fork" or "spawn", why, seconds). Does not raise for anything the
+    reference does.
     """
     job = _baseline_job(problem, compile_mode, cache_dir)
     parts, child, stages = _run_reference_job("kb-base-", job, settings)
@@ -949,7 +951,13 @@ def time_baseline(
             "settings": found.get("settings") or {}, "eager": eager, "compiled": compiled,
             "eager_ms": eager["mean_ms"] if eager else None, "compile_ms": compiled["mean_ms"] if compiled else None,
             "compile_s": found.get("compile_s"), "compile_error": found.get("compile_error"),
-            "compile_cache": found.get("compile_cache"), "seconds": sum(stages.values())}  # fmt: skip
+            "compile_cache": found.get("compile_cache"), **_child_seconds(child, stages)}  # fmt: skip
+
+
+def _child_seconds(child: ChildOutcome, stages: dict[str, float]) -> dict:
+    """A reference job's seconds: in all, per stage (rounded to ms) and how its child started."""
+    return {"seconds": sum(stages.values()), "stages": {k: round(v, 3) for k, v in stages.items()},
+            "child_start": dict(child.start)}  # fmt: skip
 
 
 def warm_baseline(
@@ -968,8 +976,8 @@ def warm_baseline(
     Returns a dict: key, status ("ok"; "compile_failed": torch.compile raised; "error": the reference
     failed or a stage ran out of memory, the message then begins "out of memory"; "timeout"), message,
     compile_s (wall seconds of the first compiled call: the cold compilation where `cache_dir` was
-    empty; None when it did not finish), compile_error, compile_cache (as `time_baseline`'s), seconds
-    (the child's stages). Does not raise for anything the reference does.
+    empty; None when it did not finish), compile_error, compile_cache, seconds, stages and child_start
+    (as `time_baseline`'s). Does not raise for anything the reference does.
     """
     job = {
         **_baseline_job(problem, compile_mode, cache_dir),
@@ -981,4 +989,4 @@ def warm_baseline(
     status, message = _reference_outcome(child, settings, "baseline warm-up", _BASELINE_TIMEOUT)
     return {"key": problem.key, "status": status, "message": message, "compile_s": found.get("compile_s"),
             "compile_error": found.get("compile_error"), "compile_cache": found.get("compile_cache"),
-            "seconds": sum(stages.values())}  # fmt: skip
+            **_child_seconds(child, stages)}  # fmt: skip

@@ -275,6 +275,8 @@ def test_a_warm_up_child_compiles_with_the_shared_cache_folder(tmp_path):
     r = warm_baseline(same, baseline_settings(CPU), cache_dir=tmp_path, compile_threads=1)
     assert r["status"] == "ok", r["message"]
     assert 0 <= r["compile_s"] < r["seconds"] and r["compile_cache"]["fxgraph_hit"] == 0
+    assert r["seconds"] == pytest.approx(sum(r["stages"].values()), abs=0.01)  # where the child's time went
+    assert r["child_start"]["method"] in ("fork", "spawn") and r["child_start"]["seconds"] >= 0
 
 
 @pytest.mark.slow  # real torch.compile (inductor's C++ backend): about 2 minutes on two cores
