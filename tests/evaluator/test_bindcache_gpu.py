@@ -52,7 +52,7 @@ def test_a_refinement_with_the_same_declarations_links_the_cached_binding_object
     print(f"\nfirst: build {b1['seconds']:.1f} s ({b1['path']}), stages {r1.stages}"
           f"\nsecond: build {b2['seconds']:.1f} s ({b2['path']}), stages {r2.stages}")  # fmt: skip
     assert b2["path"] == bindcache.CACHED and b2["binding_key"] == b1["binding_key"], b2
-    # with KB_NVCC_PARALLEL=1, both .cu compiled with nvcc's host and device front ends at once
+    # unless KB_NVCC_PARALLEL=0, both .cu compiled with nvcc's host and device front ends at once
     from kb_agent.evaluator import nvccpar
 
     want = ["parallel", "parallel"] if nvccpar.enabled() else [None, None]

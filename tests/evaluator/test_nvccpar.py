@@ -38,8 +38,8 @@ torch::Tensor relu_cuda(torch::Tensor x) {
 
 
 @pytest.fixture(autouse=True)
-def _switched_on(monkeypatch):  # off by default until confirmed on the H200 (nvccpar.enabled)
-    monkeypatch.setenv("KB_NVCC_PARALLEL", "1")
+def _switched_on(monkeypatch):  # on by default (nvccpar.enabled); a user's KB_NVCC_PARALLEL=0 aside
+    monkeypatch.delenv("KB_NVCC_PARALLEL", raising=False)
 
 
 def _norm(data: bytes) -> bytes:
