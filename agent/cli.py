@@ -955,25 +955,36 @@ def _run_and_report(run: Any, db: Path, resuming: str | None = None) -> None:
         run_id = run(on_turn=printer, on_start=printer.start, on_trajectory=printer.trajectory_done,
                      on_evaluator=printer.watch)  # fmt: skip
     status = job.run_status(run_id, store=db)
+    at = _db_flag(db)
     if status == "finished":
-        out.print(f"run {run_id} finished; `kb-agent report {run_id}` for fast_p", highlight=False)
+        out.print(f"run {run_id} finished; `kb-agent report {run_id}{at}` for fast_p", highlight=False)
         return
     left = {"incomplete": "the model was unavailable for some trajectories; "
-                          f"`kb-agent solve --resume {run_id}` retries them",
+                          f"`kb-agent solve --resume {run_id}{at}` retries them",
             "finished_with_errors": "the provider refused some requests (model_error); "
-                                    f"`kb-agent runs show {run_id}` shows which"}  # fmt: skip
+                                    f"`kb-agent runs show {run_id}{at}` shows which"}  # fmt: skip
     err.print(f"run {run_id} {status}: {left.get(status, status)}", highlight=False)
     raise typer.Exit(3)
 
 
-def _interrupted_hint(db: Path, resuming: str | None) -> str:
+def _db_flag(db: str | Path) -> str:
+    """` --db DB` for a hint that names a command, when `db` is not the store that command opens by
+    itself (KB_DB, else DEFAULT_DB); else "" (seen by a new user: a hint after `--db /tmp/k.sqlite`
+    pointed at runs/kb.sqlite)."""
+    import os
+    import shlex
+
+    return "" if str(db) == os.environ.get("KB_DB", DEFAULT_DB) else f" --db {shlex.quote(str(db))}"
+
+
+def _interrupted_hint(db: str | Path, resuming: str | None) -> str:
     """The end of the line an interrupted solve, resume or fork prints: the run by name when it exists
     (`resuming`, else the run this process created), else that nothing was stored (seen by a new user:
     Ctrl-C while the evaluator started pointed to `solve --resume RUN` for a run never created)."""
     from kb_agent.agent.store import Store
     from kb_agent.agent.store.liveness import this_process
 
-    name = resuming
+    db, name = Path(db), resuming  # a str from the command line (a new user's Ctrl-C: AttributeError)
     if name is None and db.exists():
         with Store(db, create=False) as store:
             me = this_process()
@@ -981,7 +992,10 @@ def _interrupted_hint(db: Path, resuming: str | None) -> str:
         name = mine[-1]["name"] if mine else None
     if name is None:
         return "; no run was created and nothing is stored: run the command again"
-    return f"; `kb-agent runs show {name}` shows the run, `kb-agent solve --resume {name}` continues it"
+    at = _db_flag(db)
+    return (
+        f"; `kb-agent runs show {name}{at}` shows the run, `kb-agent solve --resume {name}{at}` continues it"
+    )
 
 
 def _refuse_beside_resume(ctx: typer.Context) -> None:

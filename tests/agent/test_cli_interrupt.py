@@ -51,3 +51,17 @@ def test_an_interrupted_resume_names_the_run_it_was_given(tmp_path, capsys):
     db = tmp_path / "kb.sqlite"
     line = _stderr_of(_interrupt(db), db, capsys, resuming="old-run")
     assert "`kb-agent solve --resume old-run` continues it" in line, line
+
+
+def test_the_store_as_the_command_line_gives_it_a_string_and_the_hint_names_it(tmp_path, capsys, monkeypatch):
+    """Seen by a new user: Ctrl-C of a new `solve --db PATH` crashed in the hint (the option is a str,
+    AttributeError: 'str' object has no attribute 'exists'), and the hints left out --db PATH."""
+    monkeypatch.delenv("KB_DB", raising=False)
+    db = str(tmp_path / "kb.sqlite")
+    line = _stderr_of(_interrupt(db, create="ctrlc4"), db, capsys)
+    assert f"`kb-agent solve --resume ctrlc4 --db {db}` continues it" in line, line
+    empty = str(tmp_path / "empty.sqlite")
+    assert "no run was created" in _stderr_of(_interrupt(empty), empty, capsys)
+    monkeypatch.setenv("KB_DB", db)  # the store the command opens by itself: no --db in the hint
+    line = _stderr_of(_interrupt(db, create="ctrlc5"), db, capsys)
+    assert "`kb-agent solve --resume ctrlc5` continues it" in line, line
