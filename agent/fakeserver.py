@@ -15,7 +15,9 @@ From Python:
 Each request takes the next item of the script, faults included; an exhausted script answers 400 (a
 request error, so clients stop instead of retrying). With `by_turn=True` a request whose conversation
 holds N assistant messages gets item N+1 instead, so concurrent conversations (`solve --jobs`) each walk
-the script from its first item. `latency_s` delays every answer by that many seconds (a model that
+the script from its first item. `routes` gives conversations scripts of their own: a mapping from a text
+(a problem's reference source, say) to a script; a conversation whose first user message contains a key
+walks that key's script by turn (the longest key found wins; one found nowhere takes `script`). `latency_s` delays every answer by that many seconds (a model that
 thinks), `failing(status)` answers every request with that HTTP status (a provider in an outage). Paths: `POST .../chat/completions` (OpenAI
 format, with `usage`), `POST .../messages` (Anthropic format; give clients the root URL
 `srv.anthropic_base`), `GET .../models`.
@@ -31,7 +33,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -139,12 +141,16 @@ class FakeLLMServer:
         cycle: bool = False,
         by_turn: bool = False,
         latency_s: float = 0.0,
+        routes: Mapping[str, Iterable[ScriptedReply | str]] | None = None,
     ):
         if latency_s < 0:
             raise ValueError(f"latency_s must be 0 or more, got {latency_s}")
         self.script: list[ScriptedReply] = [reply(s) if isinstance(s, str) else s for s in script]
         self.host, self.port, self.model, self.cycle = host, port, model, cycle
         self.by_turn, self.latency_s = by_turn, latency_s
+        self.routes = {
+            k: [reply(s) if isinstance(s, str) else s for s in v] for k, v in (routes or {}).items()
+        }
         self.failing_status: int | None = None
         self.requests: list[RecordedRequest] = []
         self.served = 0
@@ -215,13 +221,14 @@ class FakeLLMServer:
             self.requests.append(request)
             if self.failing_status is not None:
                 return server_error(self.failing_status)
-            if self.by_turn:
+            if self.by_turn or self.routes:
                 messages = (request.body or {}).get("messages") or []
+                script = self._route(messages)
                 i = sum(isinstance(m, dict) and m.get("role") == "assistant" for m in messages)
-                if self.cycle and self.script:
-                    i %= len(self.script)
+                if self.cycle and script:
+                    i %= len(script)
                 self.served += 1
-                return self.script[i] if i < len(self.script) else None
+                return script[i] if i < len(script) else None
             if self.served >= len(self.script):
                 if not (self.cycle and self.script):
                     return None
@@ -229,6 +236,15 @@ class FakeLLMServer:
             item = self.script[self.served]
             self.served += 1
             return item
+
+    def _route(self, messages: list) -> list[ScriptedReply]:
+        first = next(
+            (m.get("content") for m in messages if isinstance(m, dict) and m.get("role") == "user"), ""
+        )
+        if not isinstance(first, str):  # content parts: [{"type": "text", "text": ...}, ...]
+            first = "".join(p.get("text", "") for p in first or () if isinstance(p, dict))
+        keys = [k for k in self.routes if k in first]
+        return self.routes[max(keys, key=len)] if keys else self.script
 
     @property
     def last_body(self) -> dict[str, Any] | None:

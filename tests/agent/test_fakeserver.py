@@ -153,6 +153,30 @@ def test_by_turn_answers_each_conversation_by_its_own_turn():
         assert len(srv.requests) == 5
 
 
+def test_routes_give_each_conversation_the_script_of_the_text_its_task_holds():
+    routes = {
+        "class Model: relu": ["relu 1", "relu 2"],
+        "class Model: relu6": ["relu6 1"],
+        "gelu": ["gelu 1"],
+    }
+    with FakeLLMServer(["default 1"], routes=routes) as srv:
+        url = srv.openai_base + "/chat/completions"
+
+        def ask(task: str, turn: int) -> str:
+            body = _chat(turn)
+            body["messages"][0]["content"] = f"make it faster:\n{task}\n"
+            return json.loads(post(url, body)[2])["choices"][0]["message"]["content"]
+
+        assert ask("class Model: relu", 1) == "relu 2"  # walked by turn without by_turn
+        assert ask("class Model: relu6", 0) == "relu6 1"  # the longest key found wins
+        assert ask("gelu", 0) == "gelu 1"
+        assert ask("softmax", 0) == "default 1"  # no key: the main script
+        body = _chat(0)
+        body["messages"][0]["content"] = [{"type": "text", "text": "gelu"}]  # content as parts
+        assert json.loads(post(url, body)[2])["choices"][0]["message"]["content"] == "gelu 1"
+        assert post(url, _chat(1))[0] == 400  # "task" has no key: past the main script's one reply
+
+
 def test_latency_delays_every_answer_and_failing_answers_every_request_with_a_status():
     with FakeLLMServer(["a"], cycle=True, latency_s=0.3) as srv:
         url = srv.openai_base + "/chat/completions"

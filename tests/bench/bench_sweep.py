@@ -9,7 +9,10 @@ it) on `--problem` against the bundled fake model server (`kb_agent.agent.fakese
 request after `--latency-s` seconds, each conversation with reply N+1 of `--replies` at its turn N+1
 (default: the built-in scripted/demo replies, Triton kernels written for toy/relu: a compile error, a
 wrong result, a correct kernel; other problems get them too and fail them, which costs an evaluation
-all the same). Every setting starts from an empty store in a temporary folder (or writes its run,
+all the same). `--replies wrap` gives each problem CUDA replies of its own that fit any problem
+(tests/bench/sweep_replies.py: a compile error, then two correct candidates that keep the reference's
+operators and copy its output with a new CUDA kernel, each turn a .cu built from nothing), so that the
+GPU times correct candidates as a real sweep's would. Every setting starts from an empty store in a temporary folder (or writes its run,
 named sweep-jobsN, into the store --db names, which keeps it for `report`, `export` and `view`) and a
 fresh evaluation pool (`evaluator.pool.EvalPool`: one slot per visible GPU, or one per core with
 --device cpu).
@@ -67,6 +70,9 @@ from kb_agent.agent.store import Store  # noqa: E402
 from kb_agent.evaluator.pool import EvalPool  # noqa: E402
 from kb_agent.problems import resolve  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "tests" / "bench"))
+from sweep_replies import wrapped_replies  # noqa: E402
+
 DEMO = ROOT / "agent" / "scripted" / "demo"
 
 
@@ -90,7 +96,8 @@ def sweep(args: argparse.Namespace, jobs: int, replies: list, problems: list, cl
         tempfile.TemporaryDirectory(prefix="bench-sweep-") as tmp,
         Store(args.db or Path(tmp) / "kb.sqlite") as store,
     ):
-        with FakeLLMServer(replies, by_turn=True, latency_s=args.latency_s) as srv:
+        routes = {p.code.strip(): wrapped_replies(p) for p in problems} if args.replies == "wrap" else None
+        with FakeLLMServer(replies, by_turn=True, latency_s=args.latency_s, routes=routes) as srv:
             llm = LLMConfig(model="openai/scripted", api_base=srv.openai_base, max_attempts=1)
             turns_seen = []
             t0 = time.perf_counter()
@@ -131,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--samples", type=int, default=1, help="trajectories per problem (default 1)")
     ap.add_argument("--device", default="cpu", help="cpu (Triton under the interpreter) or cuda")
     ap.add_argument("--backend", default="cuda", help="cuda or triton, for --device cuda (default cuda)")
-    ap.add_argument("--replies", default=str(DEMO), help="a folder of N.md replies (default scripted/demo)")
+    ap.add_argument("--replies", default=str(DEMO),
+                    help="a folder of N.md replies (default scripted/demo), or wrap: CUDA replies per problem")  # fmt: skip
     ap.add_argument("--retime", action="store_true", help="re-time each trajectory's winner (off here)")
     ap.add_argument("--strict", action="store_true", help="strict mode (off here: it times nothing compared)")
     ap.add_argument("--dataset", default=None, help="a local KernelBench folder (default $KB_DATASET)")
@@ -142,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     settings = [int(j) for j in args.jobs.split(",")]
-    replies = load_replies(args.replies)
+    replies = [] if args.replies == "wrap" else load_replies(args.replies)
     problems = resolve(args.problem, args.dataset)
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # offline: no fetch of the price map
     import litellm  # noqa: F401  - imported once, outside the timed sweeps

@@ -15,9 +15,11 @@
 #   gpu-tests   the other GPU tests of the evaluator (timing, split build, binding cache, examples)
 #   baseline    `kb-agent baseline` of BASELINE_SPEC (default 1) with BASELINE_ARGS (#17)
 #   sweep       bench_sweep at SWEEP_JOBS (default 8) over SWEEP_PROBLEMS (default 1/1-20) x 3 turns of
-#               scripted CUDA replies with 20 s model latency (#14; --jobs 1 over all 20 needs ~30 min of
-#               device time, more than a session has: SWEEP_JOBS=1 SWEEP_PROBLEMS=1/1-4 is a fifth of it);
-#               the step's limit is SWEEP_LIMIT_S (default 540)
+#               scripted CUDA replies (SWEEP_REPLIES, default wrap: per problem a compile error, then two
+#               correct candidates, each a new .cu; tests/bench/sweep_replies.py) with 20 s model latency
+#               (#14; --jobs 1 over all 20 needs ~30 min of device time, more than a session has:
+#               SWEEP_JOBS=1 SWEEP_PROBLEMS=1/1-3 is a seventh of it); the step's limit is SWEEP_LIMIT_S
+#               (default 540)
 #   report      `kb-agent report` of every run in the store, by turn, with plots in $OUT/plots and the
 #               problems check's flags excluded as well (#17)
 #
@@ -81,7 +83,7 @@ for group in "$@"; do
     gpu-tests)
       step gpu_tests 540 python3 -m pytest -q -p no:cacheprovider -m gpu -rs tests/evaluator/test_timing_gpu.py \
         tests/evaluator/test_evaluate_gpu.py tests/evaluator/test_split_build.py \
-        tests/evaluator/test_bindcache_gpu.py tests/prompts/test_examples.py
+        tests/evaluator/test_bindcache_gpu.py tests/prompts/test_examples.py tests/bench/test_sweep_replies.py
       ;;
     baseline)
       # shellcheck disable=SC2086 # BASELINE_ARGS: more options, word-split on purpose (e.g. "--jobs 8")
@@ -89,7 +91,7 @@ for group in "$@"; do
       ;;
     sweep)
       step sweep "${SWEEP_LIMIT_S:-540}" python3 tests/bench/bench_sweep.py --device cuda --latency-s 20 --turns 3 \
-        --jobs "${SWEEP_JOBS:-8}" --problem "${SWEEP_PROBLEMS:-1/1-20}" --replies tests/bench/strategies_1_19_21 --db "$DB"
+        --jobs "${SWEEP_JOBS:-8}" --problem "${SWEEP_PROBLEMS:-1/1-20}" --replies "${SWEEP_REPLIES:-wrap}" --db "$DB"
       ;;
     report)
       mapfile -t runs < <(python3 -c "import sqlite3, sys
