@@ -12,6 +12,8 @@ imports (torch, triton, litellm) happen inside the commands that need them, so `
 from __future__ import annotations
 
 import contextlib
+import os
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -971,9 +973,6 @@ def _db_flag(db: str | Path) -> str:
     """` --db DB` for a hint that names a command, when `db` is not the store that command opens by
     itself (KB_DB, else DEFAULT_DB); else "" (seen by a new user: a hint after `--db /tmp/k.sqlite`
     pointed at runs/kb.sqlite)."""
-    import os
-    import shlex
-
     return "" if str(db) == os.environ.get("KB_DB", DEFAULT_DB) else f" --db {shlex.quote(str(db))}"
 
 

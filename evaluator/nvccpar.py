@@ -73,8 +73,32 @@ def _output(args: list[str]) -> str | None:
 
 _DEPS_WITH_COMPILE = ("--generate-dependencies-with-compile", "-MD")
 _DEPS_OUTPUT = ("--dependency-output", "-MF")
-_DEPS_OTHER = ("-M", "-MM", "-MMD", "-MT", "-MP", "--generate-dependencies", "--generate-nonsystem-dependencies",
-               "--generate-nonsystem-dependencies-with-compile", "--dependency-target-name", "--generate-dependency-targets")  # fmt: skip
+_DEPS_OTHER = (
+    "-M",
+    "-MM",
+    "-MMD",
+    "-MT",
+    "-MP",
+    "--generate-dependencies",
+    "--generate-nonsystem-dependencies",
+    "--generate-nonsystem-dependencies-with-compile",
+    "--dependency-target-name",
+    "--generate-dependency-targets",
+)
+
+
+def _without_output(args: list[str]) -> list[str]:
+    """`args` without `-c` and the object (`-o FILE`, `--output-file FILE`, `--output-file=FILE`)."""
+    kept: list[str] = []
+    skip = False
+    for a in args:
+        if skip:
+            skip = False
+        elif a in ("-o", "--output-file"):
+            skip = True
+        elif a != "-c" and not a.startswith("--output-file="):
+            kept.append(a)
+    return kept
 
 
 def split_dependencies(nvcc: str, args: list[str]) -> tuple[list[str], list[str] | None]:
@@ -102,9 +126,15 @@ def split_dependencies(nvcc: str, args: list[str]) -> tuple[list[str], list[str]
     target = _output(rest)
     if not (with_compile and depfile and target):
         raise Unplanned("a dependency file without its compile, name or object")
-    k = rest.index(next(a for a in rest if a in ("-o", "--output-file") or a.startswith("--output-file=")))
-    without = [a for a in rest[:k] + rest[k + (1 if "=" in rest[k] else 2) :] if a != "-c"]
-    return rest, [nvcc, *without, "-M", "--dependency-target-name", target, "--dependency-output", depfile]
+    return rest, [
+        nvcc,
+        *_without_output(rest),
+        "-M",
+        "--dependency-target-name",
+        target,
+        "--dependency-output",
+        depfile,
+    ]
 
 
 def plan(nvcc: str, args: list[str], tmp: Path) -> tuple[dict, list[str], list[str], list[str]]:
