@@ -43,6 +43,12 @@ def _run_summary(run: dict[str, Any]) -> dict[str, Any]:
     return {**{k: run.get(k) for k in keys}, "device": (run.get("config") or {}).get("device")}
 
 
+def seconds_device(run: dict[str, Any]) -> str:
+    """Where a run's correctness and timing stages ran, as the report labels their seconds: "CPU" for a
+    run made with `--device cpu` (`_run_summary`'s `device`), else "GPU"."""
+    return "CPU" if run.get("device") == "cpu" else "GPU"
+
+
 def never_answered(turns: list[dict[str, Any]]) -> bool:
     """Whether a trajectory's model was asked and never answered: it has turns, all of them model errors
     (`Store.turn_summaries` rows)."""
@@ -84,8 +90,10 @@ def run_section(
     problem), `status_by_turn` (`metrics.status_by_turn`), `best_speedups` (rules -> each trajectory's
     best counted speedup or None, for the distribution), `baselines` (`report.baselines.baseline_section`),
     `by_turn` (k = 1..K, when asked) and `by_budget` (budget -> [{"budget", "fast_p",
-    "fast_p_kernelbench"}] against cumulative tokens, dollars and GPU-seconds, `metrics.BUDGETS`, when
-    asked). `problem_checks`: the stored `problems check` findings of the run's problems
+    "fast_p_kernelbench"}] against cumulative tokens, dollars and device seconds, `metrics.BUDGETS`, when
+    asked). `gpu_s` ({"total", "per_problem", "device"}) and `by_budget["gpu_s"]` count the seconds of the
+    correctness and timing stages on the run's device: the key keeps its name for existing readers, and
+    `gpu_s["device"]` says which device it was, "GPU" or "CPU" (a `--device cpu` run; `seconds_device`). `problem_checks`: the stored `problems check` findings of the run's problems
     (`report.degenerate.checks_section`); with `exclude_degenerate`, `excluding_degenerate` holds
     {"excluded": the problems flagged degenerate, "problems": those left, "fast_p",
     "fast_p_kernelbench"} over the problems left (None otherwise). `usage`: {"total": model calls,
@@ -153,6 +161,7 @@ def run_section(
     for key in ("tokens_in", "tokens_out", "cost_usd", "gpu_s"):
         total = _sum([turn.get(key) for turn in all_turns])
         section[key] = {"total": total, "per_problem": _per(total, problems)}
+    section["gpu_s"]["device"] = seconds_device(section["run"])
     section["problem_checks"] = checks_section(store, run, sources)
     section["excluding_degenerate"] = None
     if exclude_degenerate:  # fast_p again over the problems no check flagged as degenerate
@@ -441,4 +450,13 @@ def list_runs(store: Store) -> list[dict[str, Any]]:
     return [{k: r[k] for k in keys} for r in store.list_runs()]
 
 
-__all__ = ["ReportError", "build_report", "level_label", "list_runs", "run_section", "show_run", "turn_code"]
+__all__ = [
+    "ReportError",
+    "build_report",
+    "level_label",
+    "list_runs",
+    "run_section",
+    "seconds_device",
+    "show_run",
+    "turn_code",
+]

@@ -40,9 +40,10 @@ def show_renderables(shown: dict[str, Any]) -> list[Any]:
     """`show_run`'s result as rich renderables."""
     from rich.text import Text
 
-    out: list[Any] = [Text(text.run_line(shown["run"]), style="bold")]
+    cost = text.shown_cost(shown)
+    out: list[Any] = [Text(text.run_line(shown["run"], cost), style="bold")]
     for t in shown["trajectories"]:
-        out.append(_rich_table(*text.show_rows(t), text.traj_title(t)))
+        out.append(_rich_table(*text.show_rows(t, cost), text.traj_title(t)))
     return out
 
 

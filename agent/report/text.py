@@ -42,7 +42,11 @@ def fmt_num(x: float | int | None, money: bool = False) -> str:
 
 
 def fmt_speedup(x: float | None) -> str:
-    return "-" if x is None else f"{x:.2f}x"
+    """A speedup as `1.60x`; one below 0.1x with two significant digits (`0.0031x`, `0.050x`), so a slow
+    candidate (a CPU run's 0.001x-0.05x) never reads as `0.00x`. The one way the report writes a speedup."""
+    if x is None:
+        return "-"
+    return f"{x:.2f}x" if x >= 0.1 or x <= 0 else f"{x:#.2g}x"
 
 
 def fmt_share(x: float | None) -> str:
@@ -152,20 +156,49 @@ def status_rows(s: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
-BUDGET_ROWS = 6  # budgets printed per curve (the JSON and the plots have them all)
+def budget_steps(s: dict[str, Any], budget: str) -> list[int]:
+    """The steps of a budget curve the text table prints: the first, every one at which a fast_p (strict,
+    per problem) changes, and the last; the steps left out repeat the row above them."""
+    curve = s["by_budget"][budget]
+    values = [[(f["numerator"], f["denominator"]) for f in c["fast_p"]] for c in curve]
+    return [i for i in range(len(curve)) if i in (0, len(curve) - 1) or values[i] != values[i - 1]]
 
 
 def budget_rows(s: dict[str, Any], budget: str) -> tuple[list[str], list[list[str]]]:
-    """fast_p (strict, per-problem view) against a cumulative budget at up to BUDGET_ROWS budgets spread
-    over the curve, the largest last."""
+    """fast_p (strict, per-problem view) against a cumulative budget at the steps `budget_steps` picks,
+    so no change is hidden (the JSON and the plots have every step)."""
     curve = s["by_budget"][budget]
     if not curve:
         return ["budget"], []
-    picks = sorted({round(i * (len(curve) - 1) / max(1, BUDGET_ROWS - 1)) for i in range(BUDGET_ROWS)})
     money = budget == "cost_usd"
     headers = ["budget", *(fmt_p(f["p"]) for f in curve[0]["fast_p"])]
-    rows = [[fmt_num(curve[i]["budget"], money), *(fmt_frac(f) for f in curve[i]["fast_p"])] for i in picks]
+    rows = [[fmt_num(curve[i]["budget"], money), *(fmt_frac(f) for f in curve[i]["fast_p"])]
+            for i in budget_steps(s, budget)]  # fmt: skip
     return headers, rows
+
+
+def budget_title(s: dict[str, Any], budget: str) -> str:
+    """The title of a budget table: the budget on the run's device, and how many steps were merged."""
+    merged = len(s["by_budget"][budget]) - len(budget_steps(s, budget))
+    note = f"; {merged} budget steps without a change merged into the row above" if merged else ""
+    return (f"fast_p against {budget_label(s, budget)} (strict; each trajectory cut at the budget; a row at "
+            f"each budget where a fast_p changes, and the largest{note})")  # fmt: skip
+
+
+def budget_label(s: dict[str, Any], budget: str) -> str:
+    """A budget as the tables name it (`metrics.BUDGETS`), its seconds on the run's device: `GPU-seconds`,
+    or `CPU-seconds` for a run made with `--device cpu`."""
+    from kb_agent.agent.metrics import BUDGETS
+
+    if budget == "gpu_s":
+        return f"{_run_device(s)}-seconds per trajectory (correctness and timing stages)"
+    return BUDGETS[budget]
+
+
+def cost_recorded(s: dict[str, Any]) -> bool:
+    """Whether any turn of the run had a price: a scripted or local model records none (or $0), and then
+    the report shows no dollar table, only "no cost recorded", once."""
+    return bool(s["cost_usd"]["total"])
 
 
 def per_level_rows(s: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
@@ -287,11 +320,12 @@ def _share_summary(d: dict[str, Any]) -> str:
 def costs_and_counts(s: dict[str, Any]) -> list[str]:
     tin, tout, cost, gpu = s["tokens_in"], s["tokens_out"], s["cost_usd"], s.get("gpu_s") or {}
     counts = lambda d: ", ".join(f"{k} {v}" for k, v in d.items()) or "none"  # noqa: E731
+    dollars = (f"{fmt_num(cost['total'], True)} total, {fmt_num(cost['per_problem'], True)} per problem"
+               if cost_recorded(s) else NO_COST)  # fmt: skip
     return [
         f"tokens in: {fmt_num(tin['total'])} total, {fmt_num(tin['per_problem'])} per problem;"
         f"  tokens out: {fmt_num(tout['total'])} total, {fmt_num(tout['per_problem'])} per problem",
-        f"cost: {fmt_num(cost['total'], True)} total, {fmt_num(cost['per_problem'], True)} per problem;"
-        f"  {_run_device(s)}-seconds (correctness and timing stages): {fmt_num(gpu.get('total'))} total, "
+        f"cost: {dollars};  {_run_device(s)}-seconds (correctness and timing stages): {fmt_num(gpu.get('total'))} total, "
         f"{fmt_num(gpu.get('per_problem'))} per problem",
         eval_seconds_line(s),
         usage_line(s),
@@ -301,9 +335,14 @@ def costs_and_counts(s: dict[str, Any]) -> list[str]:
     ]
 
 
+NO_COST = "no cost recorded (a scripted or local model, or one without a known price)"
+
+
 def _run_device(s: dict[str, Any]) -> str:
-    """Where a run's correctness and timing stages ran: "CPU" for a run made with `--device cpu`, else "GPU"."""
-    return "CPU" if (s.get("run") or {}).get("device") == "cpu" else "GPU"
+    """Where a run's correctness and timing stages ran (`build.seconds_device`): "GPU" or "CPU"."""
+    from kb_agent.agent.report.build import seconds_device
+
+    return seconds_device(s.get("run") or {})
 
 
 def eval_seconds_line(s: dict[str, Any]) -> str:
@@ -399,9 +438,9 @@ def section_blocks(s: dict[str, Any], per_problem: bool = False) -> list[tuple[s
             out.append(("table", (f"{BY_TURN_TITLE}, {label}", *by_turn_rows(s, rules))))
         out.append(("table", (STATUS_TITLE, *status_rows(s))))
     if s.get("by_budget"):
-        for budget, label in BUDGETS.items():
-            out.append(("table", (f"fast_p against {label} (strict; each trajectory cut at the budget)",
-                                  *budget_rows(s, budget))))  # fmt: skip
+        for budget in BUDGETS:
+            if budget != "cost_usd" or cost_recorded(s):  # else the cost line says so, once
+                out.append(("table", (budget_title(s, budget), *budget_rows(s, budget))))
     if per_problem:
         out.append(("table", ("per problem", *problems_rows(s))))
         out.append(
@@ -439,10 +478,11 @@ def render_report_text(report: dict[str, Any], per_problem: bool = False) -> str
 # ---------------------------------------------------------------- runs show, runs list
 
 
-def show_rows(traj: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+def show_rows(traj: dict[str, Any], cost: bool = True) -> tuple[list[str], list[list[str]]]:
     """One row per turn: strict status, KernelBench-rules status, speedup, library share, runtime, tokens,
-    cost, latency, and the strict checks a rejected turn failed; when the turns are not one chain (a
-    search strategy's tree), the turn each continues ("task": a root) beside its number."""
+    cost (unless `cost` is False: no turn of the run had a price), latency, and the strict checks a
+    rejected turn failed; when the turns are not one chain (a search strategy's tree), the turn each
+    continues ("task": a root) beside its number."""
     headers = ["turn", "status", "KernelBench", "speedup", "library", "runtime_ms", "tokens in", "tokens out",
                "cost", "latency_s", "failed checks"]  # fmt: skip
     rows = [
@@ -461,11 +501,21 @@ def show_rows(traj: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         ]
         for t in traj["turns"]
     ]
+    if not cost:
+        at = headers.index("cost")
+        headers.pop(at)
+        for row in rows:
+            row.pop(at)
     if any(t.get("parent_idx") != (t["idx"] - 1 or None) for t in traj["turns"]):  # a tree: say whose child
         headers.insert(1, "parent")
         for row, t in zip(rows, traj["turns"], strict=True):
             row.insert(1, str(t["parent_idx"] or "task"))
     return headers, rows
+
+
+def shown_cost(shown: dict[str, Any]) -> bool:
+    """Whether any turn `show_run` returned had a price (else no cost column, and `run_line` says so)."""
+    return any(t.get("cost_usd") for traj in shown["trajectories"] for t in traj["turns"])
 
 
 def _best_turn(t: dict[str, Any]) -> tuple[int | None, float | None]:
@@ -490,18 +540,20 @@ def traj_title(t: dict[str, Any]) -> str:
     )
 
 
-def run_line(run: dict[str, Any]) -> str:
+def run_line(run: dict[str, Any], cost: bool = True) -> str:
+    """The head line of `runs show`; `cost` False (no turn had a price) adds "no cost recorded"."""
     return (
         f"run {run['name']} ({run['id']})  model: {run['model']}  precision: {run['precision']}  "
-        f"GPU: {gpu_label(run)}  status: {run['status']}"
+        f"GPU: {gpu_label(run)}  status: {run['status']}" + ("" if cost else f"  cost: {NO_COST}")
     )
 
 
 def render_show_text(shown: dict[str, Any]) -> str:
     """`show_run`'s result as plain text: one block per trajectory, one row per turn."""
-    blocks = [run_line(shown["run"])]
+    cost = shown_cost(shown)
+    blocks = [run_line(shown["run"], cost)]
     for t in shown["trajectories"]:
-        table = text_table(*show_rows(t)) if t["turns"] else "  (no turns)"
+        table = text_table(*show_rows(t, cost)) if t["turns"] else "  (no turns)"
         blocks.append(traj_title(t) + "\n" + table)
     return "\n\n".join(blocks) + "\n"
 

@@ -8,7 +8,8 @@ import os
 
 import pytest
 from kb_agent.agent.cli import app
-from kb_agent.agent.report import ReportError, build_report, render_report_text
+from kb_agent.agent.report import ReportError, build_report, render_report_text, render_show_text, show_run
+from kb_agent.agent.report.text import fmt_speedup
 from kb_agent.agent.store import Store
 from kb_agent.agent.store.baselines import find_baselines, record_baseline
 from kb_agent.problems import Problem
@@ -31,12 +32,14 @@ def stored(status, speedup=None, correctness_s=1.0, timing_s=2.0):
             "stages": {"setup": 5.0, "build": 30.0, "correctness": correctness_s, "timing": timing_s}}  # fmt: skip
 
 
-def add_run(store, name, problems, *, gpu=GPU, torch="2.13.0", level=1, cost=0.01, levels=None):
-    """`problems`: per problem, per sample, a list of (status, speedup) per turn."""
-    rid = store.create_run(
-        name, {"turns": 3}, "openai/gpt-x", "cuda", "fp32", {"kb-agent": "0", "torch": torch}
-    )
-    store.set_run_hardware(rid, {"gpu_name": gpu, "torch": torch})
+def add_run(store, name, problems, *, gpu=GPU, torch="2.13.0", level=1, cost=0.01, levels=None, device=None,
+            tokens=lambda pid, i: 1000 * i):  # fmt: skip
+    """`problems`: per problem, per sample, a list of (status, speedup) per turn; `device` "cpu": a
+    `--device cpu` run (no GPU); `tokens(problem, turn)`: the prompt tokens of a turn."""
+    config = {"turns": 3, **({"device": device} if device else {})}
+    rid = store.create_run(name, config, "openai/gpt-x", "cuda", "fp32", {"kb-agent": "0", "torch": torch})
+    if gpu and device != "cpu":
+        store.set_run_hardware(rid, {"gpu_name": gpu, "torch": torch})
     for pid, samples in enumerate(problems, start=1):
         lv = levels[pid - 1] if levels else level
         p = Problem(lv, pid, f"{pid}_Op", f"# reference {pid}\n", "test")
@@ -45,7 +48,7 @@ def add_run(store, name, problems, *, gpu=GPU, torch="2.13.0", level=1, cost=0.0
             for i, (status, speedup) in enumerate(script, start=1):
                 u = store.start_turn(tid, i, [{"role": "user", "content": "go"}])
                 store.record_response(
-                    u, "reply", tokens_in=1000 * i, tokens_out=100, cost_usd=cost, latency_s=1.0
+                    u, "reply", tokens_in=tokens(pid, i), tokens_out=100, cost_usd=cost, latency_s=1.0
                 )
                 store.record_evaluation(
                     u, code="x", status=status, eval_result=stored(status, speedup), feedback=""
@@ -103,7 +106,7 @@ def test_gpu_seconds_are_the_correctness_and_timing_stages(store):
     rid = store.get_run("g")["id"]
     assert [t["gpu_s"] for t in store.turn_summaries(rid)] == [3.0, 3.0]  # 1 + 2; setup and build left out
     (s,) = build_report(store, ["g"], by_budget=True)["runs"]
-    assert s["gpu_s"] == {"total": 6.0, "per_problem": 6.0}
+    assert s["gpu_s"] == {"total": 6.0, "per_problem": 6.0, "device": "GPU"}
     curve = s["by_budget"]["gpu_s"]
     assert [(c["budget"], fp(c["fast_p"], 1.0)) for c in curve] == [(3.0, (1, 1)), (6.0, (1, 1))]
     tokens = s["by_budget"]["tokens"]  # 1100 after turn 1, 1100 + 2100 after turn 2
@@ -218,6 +221,82 @@ def test_report_options_reach_the_report(store):
         f"[default: {metrics.BOOTSTRAP_RESAMPLES}]"
         in runner.invoke(app, ["report", "-h"], env={"COLUMNS": "250"}).output
     )
+
+
+def table_rows(text, title):
+    """The rows (cells split on runs of 2+ spaces) of the text table whose title starts with `title`."""
+    lines = text.split("\n" + title, 1)[1].splitlines()[2:]  # the rest of the title line, the headers
+    rows = []
+    for line in lines:
+        if not line.startswith("  "):
+            break
+        rows.append([c.strip() for c in line.strip().split("  ") if c.strip()])
+    return rows
+
+
+# 12 problems, 4 turns each, every trajectory spending a little more than the last: 48 budget steps.
+# Problems 1 and 2 are correct at turn 1, problem 5 at turn 2 and problem 7 (1.5x) at turn 3, so fast_p
+# changes at steps that six rows spread over the curve miss.
+STAGGERED = [[[("correct", 0.05 / pid)] * 4] if pid in (1, 2) else
+             [[("incorrect", None), ("correct", 0.0031), ("incorrect", None), ("incorrect", None)]] if pid == 5
+             else [[("incorrect", None)] * 2 + [("correct", 1.5)] * 2] if pid == 7
+             else [[("compile_error", None)] * 4] for pid in range(1, 13)]  # fmt: skip
+
+
+def test_the_budget_table_shows_every_step_where_a_fast_p_changes(store):
+    add_run(store, "st", STAGGERED, tokens=lambda pid, i: 1000 * i + 37 * pid)
+    rep = build_report(store, ["st"], by_budget=True, resamples=0)
+    curve = rep["runs"][0]["by_budget"]["tokens"]
+    values = [[f["numerator"] for f in c["fast_p"]] for c in curve]
+    changes = [i for i in range(1, len(curve)) if values[i] != values[i - 1]]
+    assert len(changes) == 3 and 0 not in changes  # the test's premise: fast_p steps up at 3 inner budgets
+    text = render_report_text(rep)
+    rows = table_rows(text, "fast_p against tokens")
+    want = sorted({0, *changes, len(curve) - 1})
+    assert [r[0] for r in rows] == [f"{curve[i]['budget']:,.0f}" for i in want]
+    assert [r[1] for r in rows] == [f"{values[i][0] / 12:.3f} ({values[i][0]}/12)" for i in want]
+    merged = len(curve) - len(want)
+    assert f"{merged} budget steps without a change merged into the row above" in text
+
+
+@pytest.mark.parametrize("cost", [None, 0.0])  # no known price; a scripted or local model's $0
+def test_no_dollar_table_or_column_where_no_cost_was_recorded(store, cost):
+    add_run(store, "free", SAMPLES, cost=cost)
+    text = render_report_text(build_report(store, ["free"], by_budget=True))
+    assert "fast_p against tokens" in text and "fast_p against US dollars" not in text
+    assert "$0" not in text and text.count("no cost recorded") == 1
+    shown = render_show_text(show_run(store, "free"))
+    assert "cost" not in shown.splitlines()[3].split() and "$0" not in shown
+    assert shown.count("no cost recorded") == 1
+    add_run(store, "paid", SAMPLES, cost=0.01)
+    text = render_report_text(build_report(store, ["paid"], by_budget=True))
+    assert "fast_p against US dollars" in text and "no cost recorded" not in text
+    assert "cost" in render_show_text(show_run(store, "paid")).splitlines()[3].split()
+
+
+def test_a_cpu_run_reports_cpu_seconds_in_the_tables_and_the_json(store):
+    add_run(store, "cpu", SAMPLES, device="cpu")
+    rep = build_report(store, ["cpu"], by_budget=True)
+    text = render_report_text(rep)
+    assert "GPU-seconds" not in text and "GPU: none (CPU)" in text
+    assert "fast_p against CPU-seconds per trajectory (correctness and timing stages)" in text
+    (s,) = rep["runs"]
+    assert s["gpu_s"]["device"] == "CPU" and "gpu_s" in s["by_budget"]  # the old key, said what it counts
+    add_run(store, "gpu", SAMPLES)
+    (s,) = build_report(store, ["gpu"])["runs"]
+    assert s["gpu_s"]["device"] == "GPU"
+
+
+def test_small_speedups_keep_significant_digits(store):
+    assert [fmt_speedup(x) for x in (None, 1.6, 0.9, 0.1, 0.05, 0.0031, 0.0008, 0.0)] == [
+        "-", "1.60x", "0.90x", "0.10x", "0.050x", "0.0031x", "0.00080x", "0.00x"
+    ]  # fmt: skip
+    add_run(store, "slow", [[[("correct", 0.0031)]], [[("correct", 0.0008)]]], device="cpu")
+    rep = build_report(store, ["slow"])
+    text = render_report_text(rep, per_problem=True)
+    assert "0.00x" not in text and "0.0031x" in text and "0.00080x" in text
+    assert "0.0016x over 2 of 2 trajectories" in text  # the geometric mean
+    assert "best 0.0031x at turn 1" in render_show_text(show_run(store, "slow"))
 
 
 PNG = b"\x89PNG\r\n\x1a\n"
