@@ -426,11 +426,11 @@ def report_cmd(
 
         if not runs or len(runs) != 2:
             raise UsageError("--paired compares two runs: kb-agent report RUN_A RUN_B --paired")
-        with Store(db, create=False) as store:
+        with Store(db, for_reading=True) as store:
             r = paired_report(store, runs[0], runs[1], resamples=bootstrap)
         sys.stdout.write(json.dumps(r, indent=2) + "\n" if as_json else render_paired_text(r))
         return
-    with Store(db, create=False) as store:
+    with Store(db, for_reading=True) as store:
         rep = report.build_report(store, runs, by_turn=by_turn or plot is not None,
                                   by_budget=by_budget or plot is not None, resamples=bootstrap,
                                   compile_mode=compile_mode, exclude_degenerate=exclude_degenerate)  # fmt: skip
@@ -541,7 +541,7 @@ def runs_list(db: DbOpt = DEFAULT_DB) -> None:
     from kb_agent.agent import report
     from kb_agent.agent.store import Store
 
-    with Store(db, create=False) as store:
+    with Store(db, for_reading=True) as store:
         rows = report.list_runs(store)
     _print_blocks([report.runs_renderable(rows)], report.render_runs_text(rows))
 
@@ -560,7 +560,7 @@ def runs_show(
     from kb_agent.agent import report
     from kb_agent.agent.store import Store
 
-    with Store(db, create=False) as store:
+    with Store(db, for_reading=True) as store:
         if code is not None:
             src = report.turn_code(store, run, code, problem, sample)
             sys.stdout.write(src if src.endswith("\n") else src + "\n")
@@ -589,7 +589,7 @@ def export_cmd(
     from kb_agent.agent.export import export_run
     from kb_agent.agent.store import Store
 
-    with Store(db, create=False) as store:
+    with Store(db, for_reading=True) as store:
         try:
             path = export_run(store, run, fmt, output)
         except OSError as e:  # the output path: a missing or unwritable folder, a file where a folder goes
@@ -616,7 +616,7 @@ def view_cmd(
     from kb_agent.agent.store import Store
     from kb_agent.agent.viewer import write_view
 
-    with Store(db, create=False) as store:
+    with Store(db, for_reading=True) as store:
         try:
             path = write_view(store, run, output)
         except OSError as e:

@@ -363,4 +363,11 @@ def migrate(db: Database, migrations: Sequence[Migration] = MIGRATIONS) -> list[
     return applied
 
 
-__all__ = ["MIGRATIONS", "Migration", "migrate", "migration", *(fn.__name__ for fn in MIGRATIONS)]
+def pending(db: Database, migrations: Sequence[Migration] = MIGRATIONS) -> list[str]:
+    """The names of `migrations` that the database does not record, in order; reads only (a store
+    opened read-only cannot be migrated)."""
+    done = {r["name"] for r in db.query("SELECT name FROM _migrations")}
+    return [fn.__name__ for fn in migrations if fn.__name__ not in done]
+
+
+__all__ = ["MIGRATIONS", "Migration", "migrate", "migration", "pending", *(fn.__name__ for fn in MIGRATIONS)]

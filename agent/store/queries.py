@@ -18,10 +18,11 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from kb_agent.agent.store.errors import StoreError
 from kb_agent.agent.store.liveness import this_process
-from kb_agent.agent.store.migrations import migrate
+from kb_agent.agent.store.migrations import migrate, pending
+from kb_agent.agent.store.opening import check_store_file, connect_read_only, unwritable
 from kb_agent.agent.store.rows import GPU_STAGES, decode, dumps, eval_seconds, now, verdict_columns
-from kb_agent.problems.errors import KBAgentError
 from kb_agent.problems.problem import Problem
 from sqlite_utils import Database
 
@@ -45,11 +46,6 @@ TURN_STATUSES = (*EVAL_STATUSES, "no_code", "model_error")
 
 # the packages whose versions a run records by default (read from metadata; nothing is imported)
 VERSIONED_PACKAGES = ("kb-agent", "torch", "triton", "litellm", "openai", "anthropic", "sqlite-utils")
-
-
-class StoreError(KBAgentError):
-    """A store request that cannot be met (unknown run, duplicate name, no database); the message is
-    one line that says what to do."""
 
 
 def default_db_path() -> Path:
@@ -80,34 +76,53 @@ class Store:
 
     Args:
         path: the database file; default `$KB_DB`, else `runs/kb.sqlite` under the working directory.
-        create: make the file (and its folder) when missing; with False a missing file raises StoreError,
-            which suits commands that only read.
+        create: make the file (and its folder) when missing; with False a missing file raises StoreError.
+        for_reading: the caller only reads (`runs list`, `report`, `export`, `view`): the file must be a
+            kb-agent store already (a missing, empty, non-SQLite or foreign file raises StoreError and is
+            left as it was), and one this process cannot write is opened read-only (`read_only`; see
+            `opening`), where a schema older than this kb-agent's raises StoreError.
         timeout_s: how long a write waits for another process's write lock before failing, in seconds.
+
+    Opened for writing, a store this process cannot write raises StoreError ("... is read-only: copy it
+    or fix its permissions").
     """
 
     def __init__(
-        self, path: str | os.PathLike | None = None, *, create: bool = True, timeout_s: float = 30.0
+        self,
+        path: str | os.PathLike | None = None,
+        *,
+        create: bool = True,
+        for_reading: bool = False,
+        timeout_s: float = 30.0,
     ):
         self.path = Path(path) if path is not None else default_db_path()
-        if not self.path.exists():
-            if not create:
-                raise StoreError(
-                    f"no trajectory store at {self.path}; `kb-agent solve` creates one, "
-                    f"or point --db / {DB_ENV} at an existing file"
-                )
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.read_only = False
         if self.path.is_dir():
             raise StoreError(
                 f"{self.path} is a folder; point --db / {DB_ENV} at a file such as runs/kb.sqlite"
             )
+        missing = (
+            f"no kb-agent store at {self.path} (run `kb-agent solve ...` first, or point --db / {DB_ENV} "
+            "at an existing store)"
+        )
+        if for_reading:
+            check_store_file(self.path, missing)
+        elif not self.path.exists():
+            if not create:
+                raise StoreError(missing)
+            self._make_folder()
+        why = unwritable(self.path) if self.path.exists() else None
+        if why is not None and not for_reading:
+            raise StoreError(f"{self.path} is read-only ({why}): copy it or fix its permissions")
         try:
-            # usable from other threads, one call at a time (`agent.store.shared.SharedStore` serialises them)
-            conn = sqlite3.connect(str(self.path), timeout=timeout_s, check_same_thread=False)
-            self.db = Database(conn)
-            self.db.enable_wal()
-            self.db.execute("PRAGMA foreign_keys = ON")
-            applied = migrate(self.db)
-        except sqlite3.DatabaseError as e:  # not a database, unreadable, locked for longer than timeout_s
+            applied = self._open(read_only=why is not None, for_reading=for_reading, missing=missing,
+                                 timeout_s=timeout_s)  # fmt: skip
+        except BaseException as e:
+            if getattr(self, "db", None) is not None:
+                self.db.close()
+            if not isinstance(e, sqlite3.DatabaseError):
+                raise
+            # not a database, unreadable, locked for longer than timeout_s
             if "locked" in str(e):
                 raise StoreError(
                     f"{self.path} is locked by another process (a write transaction held for over "
@@ -118,6 +133,57 @@ class Store:
             ) from None
         if applied:
             log.info("store %s: applied migrations %s", self.path, ", ".join(applied))
+
+    def _open(self, *, read_only: bool, for_reading: bool, missing: str, timeout_s: float) -> list[str]:
+        """Connect, check, set WAL and foreign keys, migrate; return the migrations applied."""
+        self.db = Database(self._connect(read_only=read_only, timeout_s=timeout_s))
+        if for_reading:
+            self._check_kb_store(missing)
+        if not self.read_only:
+            self.db.enable_wal()
+        self.db.execute("PRAGMA foreign_keys = ON")
+        return self._migrate()
+
+    def _make_folder(self) -> None:
+        folder = self.path.parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StoreError(
+                f"cannot create {folder} for the store ({e.strerror or e}); choose another --db"
+            ) from None
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise StoreError(f"cannot create {self.path}: {folder} is read-only; choose another --db")
+
+    def _connect(self, *, read_only: bool, timeout_s: float) -> sqlite3.Connection:
+        if read_only:
+            self.read_only = True
+            log.info("store %s: not writable here, opened read-only", self.path)
+            return connect_read_only(self.path, timeout_s)
+        # usable from other threads, one call at a time (`agent.store.shared.SharedStore` serialises them)
+        return sqlite3.connect(str(self.path), timeout=timeout_s, check_same_thread=False)
+
+    def _check_kb_store(self, missing: str) -> None:
+        """StoreError unless the file holds a kb-agent store (its `_migrations` table): a command that
+        only reads neither fills an empty database with the schema nor adds it to another program's."""
+        tables = set(self.db.table_names())
+        if not tables:
+            raise StoreError(missing)
+        if "_migrations" not in tables:
+            raise StoreError(
+                f"{self.path} is an SQLite database but not a kb-agent store (no _migrations table); "
+                f"point --db / {DB_ENV} at the store"
+            )
+
+    def _migrate(self) -> list[str]:
+        if not self.read_only:
+            return migrate(self.db)
+        if todo := pending(self.db):
+            raise StoreError(
+                f"{self.path} needs {len(todo)} schema migrations ({todo[0]} first) from this kb-agent and "
+                "is read-only: copy it or fix its permissions"
+            )
+        return []
 
     # -- lifecycle
 

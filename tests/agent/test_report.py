@@ -264,7 +264,7 @@ def test_cli_unknown_run_is_one_line_and_exit_2(store):
 def test_cli_missing_database_is_exit_2_and_creates_nothing(tmp_path):
     missing = tmp_path / "none" / "kb.sqlite"
     r = _kb_agent("report", env_db=missing)
-    assert r.returncode == 2 and "no trajectory store" in r.stderr
+    assert r.returncode == 2 and "no kb-agent store" in r.stderr
     assert not missing.parent.exists()
 
 
