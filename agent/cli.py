@@ -783,7 +783,10 @@ def solve_cmd(
     ] = None,
     run_name: Annotated[
         str | None,
-        typer.Option(help="A unique, readable name for the run.", show_default="from the model and the time"),
+        typer.Option(
+            help="A unique, readable name for the run (no whitespace around it, no control characters, not shaped like a run id).",
+            show_default="from the model and the time",
+        ),
     ] = None,
     resume_run: Annotated[
         str | None,
@@ -863,6 +866,10 @@ def solve_cmd(
     else:
         if not problem or not model:
             raise UsageError("solve needs --problem and --model (or --resume RUN)")
+        if run_name is not None:  # before the evaluator starts; the store refuses another run's id later
+            from kb_agent.agent.store import check_run_name
+
+            check_run_name(run_name)
         turns = turns or default_turns(model)
         try:
             config = SolveConfig(turns=turns, context=context, samples=samples, precision=precision, device=device,
@@ -925,7 +932,10 @@ def fork_cmd(
     from functools import partial
 
     from kb_agent.agent import job
+    from kb_agent.agent.store import check_run_name
 
+    if run_name is not None:
+        check_run_name(run_name)
     run_fork = partial(job.fork, run, turn, model=model, feedback=feedback, temperature=temperature,
                        context=context, run_name=run_name, store=db, api_base=api_base, jobs=jobs)  # fmt: skip
     with _ray(executor, ray_address) as cluster:

@@ -35,6 +35,7 @@ from kb_agent.agent.store.queries import (
     VERSIONED_PACKAGES,
     Store,
     StoreError,
+    check_run_name,
     default_db_path,
     package_versions,
 )
@@ -52,6 +53,7 @@ __all__ = [
     "SharedStore",
     "Store",
     "StoreError",
+    "check_run_name",
     "default_db_path",
     "migrate",
     "migration",

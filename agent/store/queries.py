@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import secrets
 import sqlite3
+import unicodedata
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from enum import Enum
@@ -66,6 +68,26 @@ def package_versions(packages: tuple[str, ...] = VERSIONED_PACKAGES) -> dict[str
 
 def _new_run_id(created: datetime) -> str:
     return f"r-{created.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(2)}"
+
+
+_RUN_ID = re.compile(r"r-\d{8}T\d{6}-[0-9a-f]{4}")  # what `_new_run_id` makes
+
+
+def check_run_name(name: str) -> None:
+    """StoreError unless `name` can name a new run: not empty, no whitespace around it, no control
+    characters (tabs, newlines, escapes), and not shaped like a run id (`r-20261130T051200-3f2a`), since
+    `--resume NAME_OR_ID` and every other RUN argument take either. (Ids are not integers, so a name of
+    digits is unambiguous and allowed.) `Store.create_run` also refuses the id of a run already there."""
+    if not name.strip():
+        raise StoreError("a run name cannot be empty; choose a name, or leave --run-name out")
+    if name != name.strip():
+        raise StoreError(f"run name {name!r} has whitespace around it; did you mean {name.strip()!r}?")
+    if any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in name):
+        raise StoreError(f"run name {name!r} holds a control character; choose a name without one")
+    if _RUN_ID.fullmatch(name):
+        raise StoreError(
+            f"run name {name!r} looks like a run id, so RUN arguments could not tell them apart; choose another"
+        )
 
 
 # ---------------------------------------------------------------- the store
@@ -215,7 +237,8 @@ class Store:
         """Record a new run with status `running`; return its id (time-sortable, e.g. `r-20261130T051200-3f2a`).
 
         Args:
-            name: unique, readable name; None gives `<model>-<YYYYMMDD-HHMMSS>`.
+            name: unique, readable name (`check_run_name` says which are refused); None gives
+                `<model>-<YYYYMMDD-HHMMSS>`.
             config: the full solve config, a dict or a dataclass; stored as JSON.
             model: the model string as passed to the LLM client, e.g. `openai/gpt-4o`.
             backend: `cuda` or `triton`.
@@ -223,7 +246,7 @@ class Store:
             versions: package -> version; None records `package_versions()`.
 
         Raises:
-            StoreError: `name` is taken.
+            StoreError: `name` is taken, is another run's id, or is refused by `check_run_name`.
         """
         created_dt = datetime.now(timezone.utc)
         name_given, base, n = name is not None, name, 1
@@ -233,8 +256,12 @@ class Store:
             while self._run_row("name", name) is not None:
                 n += 1
                 name = f"{base}-{n}"
-        elif self._run_row("name", name) is not None:
-            raise StoreError(f"a run named {name!r} already exists; choose another name")
+        else:
+            if self._run_row("id", name) is not None:
+                raise StoreError(f"{name!r} is another run's id; choose another name")
+            check_run_name(name)
+            if self._run_row("name", name) is not None:
+                raise StoreError(f"a run named {name!r} already exists; choose another name")
         row = {
             "name": name,
             "created": created_dt.isoformat(timespec="microseconds"),
@@ -250,7 +277,7 @@ class Store:
         }
         for _ in range(100):  # same second and same 16 random bits: draw again
             run_id = _new_run_id(created_dt)
-            if self._run_row("id", run_id) is None:
+            if self._run_row("id", run_id) is None and self._run_row("name", run_id) is None:
                 break
         for attempt in range(20):
             try:
@@ -819,6 +846,7 @@ __all__ = [
     "VERSIONED_PACKAGES",
     "Store",
     "StoreError",
+    "check_run_name",
     "default_db_path",
     "package_versions",
 ]

@@ -192,6 +192,35 @@ def test_run_ids_sort_by_time_and_names_are_unique(store):
     assert store.latest_run()["name"] == "mine"
 
 
+def test_a_run_name_that_resume_could_not_tell_apart_is_refused(store):
+    """Found by a new user: `solve --run-name` took another run's id, and names with whitespace around
+    them or control characters, as new names, so `--resume NAME_OR_ID` found the wrong run or none."""
+    rid = store.create_run("first", {}, "m", "cuda", "fp32")
+    bad = {rid: "another run's id", "r-20991231T235959-00ff": "looks like a run id", " first": "whitespace",
+           "first ": "whitespace", "a\tb": "control character", "a\nb": "control character",
+           "a\x1b[31mb": "control character", "": "empty", "  ": "empty"}  # fmt: skip
+    for name, said in bad.items():
+        with pytest.raises(StoreError, match=said) as e:
+            store.create_run(name, {}, "m", "cuda", "fp32")
+        assert "\n" not in str(e.value)
+    assert [r["name"] for r in store.list_runs()] == ["first"]
+    digits = store.create_run("123", {}, "m", "cuda", "fp32")  # ids are not integers: unambiguous
+    assert store.get_run("123")["id"] == digits and store.get_run(rid)["name"] == "first"
+    store.create_run("my run: fp16 (v2)", {}, "m", "cuda", "fp32")  # spaces inside are fine
+
+
+def test_solve_refuses_a_bad_run_name_in_one_line_before_it_starts(tmp_path):
+    db = tmp_path / "kb.sqlite"
+    for args in (["solve", "--problem", "toy/relu", "--model", "scripted/demo", "--device", "cpu"],
+                 ["fork", "some-run", "--turn", "2"]):  # fmt: skip
+        r = subprocess.run([sys.executable, "-m", "kb_agent.agent.cli", *args, "--run-name", "demo ",
+                            "--db", str(db)], capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert r.returncode == 2, r.stderr
+        (line,) = r.stderr.strip().splitlines()
+        assert "whitespace around it" in line and "'demo'" in line, line
+    assert not db.exists()
+
+
 def test_run_round_trip_by_id_and_name(store):
     rid = store.create_run("r1", {"turns": 3, "nested": {"a": [1, 2]}}, "m", "cuda", "fp32", {"torch": "2.5"})
     run = store.get_run("r1")
