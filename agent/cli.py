@@ -384,7 +384,8 @@ def report_cmd(
         typer.Option(
             "--plot",
             metavar="DIR",
-            help="Also write PNG figures (by turn, by budget, status mix, speedups) to DIR.",
+            help="Also write PNG figures (by turn, by budget, status mix, speedups) to DIR (created with "
+            "missing folders on the way).",
             show_default=False,
         ),
     ] = None,
@@ -572,13 +573,21 @@ def runs_show(
 @app.command("export", cls=_Command)
 def export_cmd(
     run: Annotated[str, typer.Argument(help="Run id or name.")],
-    fmt: Annotated[str, typer.Option("--format", "-f", help="jsonl, parquet or csv.")] = "jsonl",
+    fmt: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            "-f",
+            help="jsonl, parquet or csv; must match --output's suffix (.jsonl, .parquet, .csv).",
+            show_default="from --output's suffix, else jsonl",
+        ),
+    ] = None,
     output: Annotated[
         str | None,
         typer.Option(
             "--output",
             "-o",
-            help="The file to write; - for stdout (jsonl, csv).",
+            help="The file to write (missing folders are created); - for stdout (jsonl, csv).",
             show_default="RUN-NAME.FORMAT beside the store",
         ),
     ] = None,
@@ -606,7 +615,10 @@ def view_cmd(
     output: Annotated[
         str | None,
         typer.Option(
-            "--output", "-o", help="The HTML file to write.", show_default="RUN-NAME.html beside the store"
+            "--output",
+            "-o",
+            help="The HTML file to write (missing folders are created).",
+            show_default="RUN-NAME.html beside the store",
         ),
     ] = None,
     db: DbOpt = DEFAULT_DB,

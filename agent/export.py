@@ -28,6 +28,7 @@ from kb_agent.agent.store import Store
 from kb_agent.problems.errors import UsageError
 
 FORMATS = ("jsonl", "parquet", "csv")
+SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet", ".csv": "csv"}  # any case
 
 # column -> (Arrow type name, meaning); the order is the order of the columns in every format
 COLUMNS: dict[str, tuple[str, str]] = {
@@ -140,22 +141,48 @@ def default_output(store: Store, run_ref: str, fmt: str) -> Path:
     return store.path.parent / f"{name}.{fmt}"
 
 
+def output_format(fmt: str | None, output: str | Path | None) -> str:
+    """The format `export_run` writes: `fmt` when given, else the one `output`'s suffix names (`SUFFIXES`),
+    else jsonl (no `output`, or `-`).
+
+    Raises:
+        UsageError: an unknown `fmt`; `fmt` and a suffix that name different formats (found by a new user:
+        `--format csv -o x.parquet` wrote CSV without a word); no `fmt` and a suffix that names none.
+    """
+    if fmt is not None and fmt not in FORMATS:
+        raise UsageError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if output is None or str(output) == "-":
+        return fmt or "jsonl"
+    named = SUFFIXES.get(Path(output).suffix.lower())
+    if fmt is not None and named is not None and named != fmt:
+        raise UsageError(
+            f"--format {fmt} does not match --output {str(output)!r}, a {named} name; "
+            f"drop --format to write {named}, or end the file name in .{fmt}"
+        )
+    if fmt is None and named is None:
+        raise UsageError(
+            f"cannot tell the format from --output {str(output)!r}; end it in .jsonl, .parquet or .csv, "
+            "or give --format"
+        )
+    return fmt or named
+
+
 def export_run(
-    store: Store, run_ref: str, fmt: str = "jsonl", output: str | Path | None = None
+    store: Store, run_ref: str, fmt: str | None = None, output: str | Path | None = None
 ) -> Path | None:
-    """Write the turns of run `run_ref` as `fmt` (jsonl, parquet or csv) to `output` (default
-    `default_output`; `-` is standard output, for jsonl and csv) and return the path written (None for
-    standard output).
+    """Write the turns of run `run_ref` as `fmt` (jsonl, parquet or csv; None: from `output`'s suffix, see
+    `output_format`) to `output` (default `default_output`; `-` is standard output, for jsonl and csv;
+    missing folders on the way are created, as `view --output` and `report --plot` do) and return the
+    path written (None for standard output).
 
     JSON Lines keeps lists as lists; CSV writes `failed_checks` as JSON text and null as an empty
     field; Parquet has the Arrow types of `COLUMNS`, so `datasets.load_dataset("parquet", ...)` loads it
     with the same columns whatever values a run happens to hold.
 
     Raises:
-        UsageError: an unknown format, or `-` for parquet. StoreError: an unknown run.
+        UsageError: as `output_format`, or `-` for parquet. StoreError: an unknown run.
     """
-    if fmt not in FORMATS:
-        raise UsageError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    fmt = output_format(fmt, output)
     if str(output) == "-" and fmt == "parquet":
         raise UsageError(
             "parquet is binary; give --output FILE.parquet, or use --format jsonl or csv for stdout"
@@ -210,9 +237,11 @@ def _write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
 __all__ = [
     "COLUMNS",
     "FORMATS",
+    "SUFFIXES",
     "arrow_schema",
     "default_output",
     "eval_summary",
     "export_rows",
     "export_run",
+    "output_format",
 ]

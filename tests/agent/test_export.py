@@ -202,3 +202,33 @@ def test_an_unwritable_output_is_one_line_not_a_traceback(tmp_path):
         # the CLI's main() prints a UsageError as one line with exit code 2
         assert isinstance(r.exception, UsageError), r.output
         assert str(r.exception).startswith("cannot write") and "choose another --output" in str(r.exception)
+
+
+def test_the_format_follows_the_output_suffix_and_a_mismatch_is_one_line(store, tmp_path):
+    """Found by a new user: `export RUN --format csv -o x.parquet` wrote CSV into x.parquet without a word;
+    `-o y.csv` alone wrote JSON Lines into it."""
+    add_run(store)
+    runner = CliRunner()
+    r = runner.invoke(app, ["export", "exp", "--format", "csv", "-o", str(tmp_path / "x.parquet"),
+                            "--db", str(store.path)])  # fmt: skip
+    assert isinstance(r.exception, UsageError) and not (tmp_path / "x.parquet").exists()
+    assert str(r.exception) == (
+        f"--format csv does not match --output '{tmp_path / 'x.parquet'}', a parquet name; "
+        "drop --format to write parquet, or end the file name in .csv"
+    )
+    for name, first in (("y.csv", "run_id,run_name"), ("y.JSONL", '{"run_id"')):
+        assert export_run(store, "exp", None, tmp_path / name).read_text().startswith(first)
+    assert pq_rows(export_run(store, "exp", None, tmp_path / "y.parquet")) == 5
+    with pytest.raises(UsageError, match=r"cannot tell the format from --output .*y\.txt.*give --format"):
+        export_run(store, "exp", None, tmp_path / "y.txt")
+    assert export_run(store, "exp", "csv", tmp_path / "y.txt").read_text().startswith("run_id,")  # said so
+    assert export_run(store, "exp", "csv", tmp_path / "new" / "deeper" / "z.csv").is_file()  # as --help says
+    assert runner.invoke(app, ["export", "exp", "-o", "-", "--db", str(store.path)]).output.startswith(
+        '{"run_id"'
+    )
+
+
+def pq_rows(path) -> int:
+    import pyarrow.parquet as pq
+
+    return pq.read_metadata(path).num_rows
