@@ -179,6 +179,26 @@ def _interruptible(hint: str | Callable[[], str] = ""):
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
+@contextlib.contextmanager
+def _space_checked(db: str | Path, hint: str | Callable[[], str] = ""):
+    """A full disk in the block (SQLite's `database or disk is full`, OSError ENOSPC) as one line: where,
+    the space free there, then `hint` (what was stored, how to go on), instead of a traceback (seen by a
+    new user: 70 lines, and the resume that finished the run was left unsaid)."""
+    try:
+        yield
+    except Exception as e:
+        from kb_agent.agent.store import StoreError
+        from kb_agent.agent.store.space import disk_full, full_line
+
+        if not disk_full(e):
+            raise
+        try:
+            tail = hint() if callable(hint) else hint
+        except Exception:  # the store cannot be read either: the run is still there to resume
+            tail = "; `kb-agent runs list` shows the runs, `kb-agent solve --resume RUN` continues one"
+        raise StoreError(full_line(e, db) + tail) from None
+
+
 def _settings(**kwargs: Any):
     """`EvalSettings(**kwargs)` with `limits` parsed from the --stage-limits text; UsageError (one line)
     for a bad value."""
@@ -317,9 +337,10 @@ def problems_check(
         sys.stdout.write(json.dumps(c) + "\n")
         sys.stdout.flush()
 
+    stored = "; the checks finished so far are stored"
     with _ray(executor, ray_address) as cluster, Store(db) as store:
         check = cluster.checker(jobs, settings.device) if cluster else None
-        with _interruptible("; the checks finished so far are stored"):
+        with _space_checked(db, stored), _interruptible(stored):
             results = check_problems(problems, settings, jobs=jobs, store=store,
                                      on_result=print_json if json_out else None, check=check)  # fmt: skip
     if not json_out:
@@ -507,7 +528,8 @@ def baseline_cmd(
         sys.stdout.write(json.dumps(r) + "\n")
         sys.stdout.flush()
 
-    with Store(db) as store, _interruptible("; the baselines timed so far are stored"):
+    stored = "; the baselines timed so far are stored"
+    with _space_checked(db, stored), Store(db) as store, _interruptible(stored):
         results = run_baselines(problems, settings, store=store, compile_mode=mode, force=force, jobs=jobs,
                                 on_result=print_json if json_out else None)  # fmt: skip
     if not json_out:
@@ -658,7 +680,8 @@ def rescore_cmd(
         err.print(f"{turn['problem_key']} sample {turn['sample']} turn {turn['idx']}: {status} "
                   f"(was {turn['status']})", highlight=False)  # fmt: skip
 
-    with Store(db, create=False) as store, _interruptible("; the turns rescored so far are stored"):
+    stored = "; the turns rescored so far are stored"
+    with _space_checked(db, stored), Store(db, create=False) as store, _interruptible(stored):
         rep = rescore(store, run, force=force, on_rescored=None if as_json else progress)
     sys.stdout.write(json.dumps(rep, indent=2) + "\n" if as_json else render_rescore_text(rep))
 
@@ -861,7 +884,8 @@ def solve_cmd(
 
     Exit code 0 when the run finished; 3 when it ended `incomplete` (the model was unavailable for some
     trajectories: `--resume RUN` retries them) or `finished_with_errors` (the provider refused some
-    requests); 130/143 when interrupted; 2 for bad usage."""
+    requests); 130/143 when interrupted; 2 for bad usage, or a full disk (one line: where, the
+    space free there, and `--resume RUN`)."""
     import dataclasses
     from functools import partial
 
@@ -972,10 +996,13 @@ def default_turns(model: str) -> int:
 def _run_and_report(run: Any, db: Path, resuming: str | None = None) -> None:
     """Run `run` (a partial of `job.start`, `job.resume_run` or `job.fork`; `resuming`: the run ref
     `job.resume_run` was given) with progress; exit as solve says."""
+    from functools import partial
+
     from kb_agent.agent import job
     from kb_agent.agent.progress import TurnPrinter
 
-    with _interruptible(lambda: _interrupted_hint(db, resuming)), TurnPrinter(out) as printer:
+    hint = partial(_interrupted_hint, db, resuming)
+    with _space_checked(db, hint), _interruptible(hint), TurnPrinter(out) as printer:
         run_id = run(on_turn=printer, on_start=printer.start, on_trajectory=printer.trajectory_done,
                      on_evaluator=printer.watch)  # fmt: skip
     status = job.run_status(run_id, store=db)

@@ -19,7 +19,8 @@ Resume contract (what the agent loop relies on):
 
 Modules: `queries` (the `Store` class), `shared` (`SharedStore`: one Store used from many threads),
 `migrations` (the schema), `liveness` (is a run's process alive), `rows` (column text to values and
-back), `opening` (may this process write the file; reading one it may not), `errors` (`StoreError`).
+back), `opening` (may this process write the file; reading one it may not), `space` (a full disk as one
+line), `errors` (`StoreError`).
 Imports nothing heavy (no torch, no litellm).
 """
 
