@@ -18,9 +18,12 @@ holds N assistant messages gets item N+1 instead, so concurrent conversations (`
 the script from its first item. `routes` gives conversations scripts of their own: a mapping from a text
 (a problem's reference source, say) to a script; a conversation whose first user message contains a key
 walks that key's script by turn (the longest key found wins; one found nowhere takes `script`). `latency_s` delays every answer by that many seconds (a model that
-thinks), `failing(status)` answers every request with that HTTP status (a provider in an outage). Paths: `POST .../chat/completions` (OpenAI
+thinks), `failing(status)` answers every request, on any path, with that HTTP status (a provider in an
+outage; 501 or 404: a server that is not OpenAI-compatible). Paths: `POST .../chat/completions` (OpenAI
 format, with `usage`), `POST .../messages` (Anthropic format; give clients the root URL
-`srv.anthropic_base`), `GET .../models`.
+`srv.anthropic_base`), `GET .../models`. A POST whose JSON body has no `messages` list is refused with 400
+at once, as a real server validates a request, without using a script item (`invalid` records it,
+`requests` does not): what a client's pre-start probe sends (`agent.llm.check_chat_route`).
 """
 
 from __future__ import annotations
@@ -127,7 +130,7 @@ class FakeLLMServer:
     """A `ThreadingHTTPServer` on `host:port` (port 0 picks a free one) in a daemon thread.
 
     Use as a context manager, or call `start()` / `stop()`. `requests` lists every request received,
-    in order; `served` counts script items used. With `cycle=True` the script starts over when it
+    in order, but the invalid ones (`invalid`); `served` counts script items used. With `cycle=True` the script starts over when it
     runs out instead of answering 400. `by_turn` and `latency_s`: see the module docstring.
     """
 
@@ -153,6 +156,7 @@ class FakeLLMServer:
         }
         self.failing_status: int | None = None
         self.requests: list[RecordedRequest] = []
+        self.invalid: list[RecordedRequest] = []
         self.served = 0
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -179,6 +183,7 @@ class FakeLLMServer:
 
     def start(self) -> FakeLLMServer:
         """Bind and serve in a daemon thread. Returns self."""
+        self._stopping.clear()
         handler = type("_Handler", (_Handler,), {"server_ref": self})
         self._httpd = ThreadingHTTPServer((self.host, self.port), handler)
         self._httpd.daemon_threads = True
@@ -272,13 +277,27 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout)
             log.debug("fake LLM server: client went away")
 
+    def _stopped(self) -> bool:
+        """After `stop()`, a request on a connection kept alive from before gets no answer and the
+        connection closes, as a dead server's would (not a wait for the client's timeout)."""
+        if self.server_ref._stopping.is_set():
+            self.close_connection = True
+            return True
+        return False
+
     def do_GET(self) -> None:  # noqa: N802 - stdlib naming
-        if self.path.rstrip("/").endswith("/models"):
+        if self._stopped():
+            return
+        if (failing := self.server_ref.failing_status) is not None:
+            self._send(failing, _error_body(False, failing, "scripted fault"))
+        elif self.path.rstrip("/").endswith("/models"):
             self._send(200, {"object": "list", "data": [{"id": self.server_ref.model, "object": "model"}]})
         else:
             self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib naming
+        if self._stopped():
+            return
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length).decode("utf-8", "replace")
         try:
@@ -288,17 +307,28 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0].rstrip("/")
         anthropic = path.endswith("/messages")
         if not (anthropic or path.endswith("/chat/completions")):
+            if (failing := self.server_ref.failing_status) is not None:
+                self._send(failing, _error_body(anthropic, failing, "scripted fault"))
+                return
             self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
             return
         srv = self.server_ref
-        item = srv._next(
-            RecordedRequest("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body, raw)
+        request = RecordedRequest(
+            "POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body, raw
         )
+        if not (isinstance(body, dict) and isinstance(body.get("messages"), list)):
+            with srv._lock:
+                srv.invalid.append(request)
+                status = srv.failing_status or 400
+            self._send(status, _error_body(anthropic, status, "invalid request: no messages"))
+            return
+        item = srv._next(request)
         if item is None:
             msg = f"fake LLM server: script exhausted after {srv.served} replies"
             self._send(400, _error_body(anthropic, 400, msg))
             return
         if (item.delay_s or srv.latency_s) and srv._stopping.wait(item.delay_s + srv.latency_s):
+            self.close_connection = True  # stopped meanwhile: no answer, the connection closes
             return
         if item.body is not None:
             self._send(item.status, item.body, item.headers)

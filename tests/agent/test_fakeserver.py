@@ -207,3 +207,30 @@ def test_cli_latency_and_by_turn_options(tmp_path):
         proc.wait(timeout=10)
     bad = subprocess.run([*args, "--latency-s", "-1"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--latency-s" in bad.stderr
+
+
+def test_a_request_without_messages_is_refused_at_once_without_using_the_script():
+    with FakeLLMServer(["first"], latency_s=2) as srv:
+        url = srv.openai_base + "/chat/completions"
+        t0 = time.monotonic()
+        assert post(url, {})[0] == 400 and time.monotonic() - t0 < 1  # a probe: no latency, no reply used
+        assert srv.requests == [] and len(srv.invalid) == 1
+        srv.latency_s = 0
+        assert json.loads(post(url, CHAT)[2])["choices"][0]["message"]["content"] == "first"
+        srv.failing(501)
+        assert post(url, {})[0] == 501 and post(srv.base_url + "/nowhere", CHAT)[0] == 501
+
+
+def test_a_stopped_server_closes_a_kept_alive_connection_instead_of_leaving_it_unanswered():
+    import http.client
+
+    srv = FakeLLMServer(["a", "b"]).start()
+    conn = http.client.HTTPConnection("127.0.0.1", srv._httpd.server_address[1], timeout=10)
+    conn.request("POST", "/v1/chat/completions", json.dumps(CHAT), {"Content-Type": "application/json"})
+    assert conn.getresponse().read()  # the connection stays open (HTTP/1.1 keep-alive)
+    srv.stop()
+    t0 = time.monotonic()
+    conn.request("POST", "/v1/chat/completions", json.dumps(CHAT), {"Content-Type": "application/json"})
+    with pytest.raises((http.client.RemoteDisconnected, ConnectionError)):
+        conn.getresponse()
+    assert time.monotonic() - t0 < 2  # was: no answer until the client's timeout
