@@ -1014,7 +1014,9 @@ def _run_and_report(run: Any, db: Path, resuming: str | None = None) -> None:
                           f"`kb-agent solve --resume {run_id}{at}` retries them",
             "finished_with_errors": "the provider refused some requests (model_error); "
                                     f"`kb-agent runs show {run_id}{at}` shows which"}  # fmt: skip
-    err.print(f"run {run_id} {status}: {left.get(status, status)}", highlight=False)
+    if status == "incomplete" and printer.model_down:  # the model is down: it says where and why
+        left[status] = f"{printer.model_down}; `kb-agent solve --resume {run_id}{at}` continues it"
+    err.print(f"run {run_id} {status}: {left.get(status, status)}", highlight=False, markup=False)
     raise typer.Exit(3)
 
 

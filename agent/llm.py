@@ -19,7 +19,16 @@ failure that retrying could cure: the agent loop leaves such a trajectory resuma
 
 Before a run: a model string litellm knows no provider for fails when the `LiteLLMModel` is made
 (`UnknownModelError`), and `preflight()` fails in seconds, naming the URL, when nothing listens at
-`api_base` (`ModelUnreachable`), instead of spending the retry budget on it. Client-side limits:
+`api_base` (`ModelUnreachable`) or, for an OpenAI-compatible provider, when the server there answers
+its chat completions route with 404, 405 or 501 (`WrongEndpoint`: not an OpenAI-compatible server, or
+a URL missing its `/v1`), instead of spending the retry budget on it.
+
+During a run, one circuit breaker per `LiteLLMModel`, shared by the threads calling it: when a call's
+retries run out on a failure of the endpoint rather than of the request (a lost connection or a 5xx),
+or the endpoint answers 404/405/501 (with `api_base`; not retried), the call raises `EndpointDown`
+and every other call, those waiting between retries included, raises it at once without asking the
+server again; `down` holds it. Rate limits and timeouts do not open it (they belong to one request or
+one quota, and the next call may pass). Client-side limits:
 `rpm` (requests per minute, retries included) and `tpm` (tokens per minute) over a sliding 60 s window,
 shared by every thread calling one model (`RateLimiter`).
 """
@@ -34,10 +43,13 @@ import re
 import socket
 import threading
 import time
+import urllib.error
 import urllib.parse
+import urllib.request
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from importlib.resources import files
 from typing import Any, Protocol, runtime_checkable
 
@@ -63,7 +75,8 @@ class LLMError(KBAgentError):
 
     The message is one line. `attempts` counts requests made; `retries` lists what each failed
     attempt raised (`{"attempt", "error", "wait_s"}`), for the store. `transient`: the last failure was
-    one that retrying can cure (rate limit, timeout, connection, 5xx), so a later attempt may succeed.
+    one that retrying can cure (rate limit, timeout, connection, 5xx), so a later attempt may succeed,
+    or the endpoint is down (`EndpointDown`): the trajectory is left to resume.
     """
 
     def __init__(
@@ -86,6 +99,21 @@ class UnknownModelError(LLMError):
 class ModelUnreachable(LLMError):
     """Nothing answers at the configured `api_base` (connection refused, no such host, timeout); raised
     by `LiteLLMModel.preflight` before a run starts."""
+
+
+class WrongEndpoint(ModelUnreachable):
+    """The server at `api_base` answers, but not to OpenAI chat completions (404, 405 or 501 on its
+    route); raised by `LiteLLMModel.preflight` before a run starts."""
+
+
+class EndpointDown(LLMError):
+    """The model's endpoint failed, not the request: a call's retries ran out on a lost connection or
+    a 5xx, or the endpoint answered 404/405/501. Every later call of the same `LiteLLMModel` raises it
+    too, at once (the circuit breaker). Always `transient`: the trajectory is left to resume once the
+    server is back (or `--api-base` is fixed)."""
+
+    def __init__(self, message: str, *, attempts: int = 0, retries: list[dict] | None = None):
+        super().__init__(message, attempts=attempts, retries=retries, transient=True)
 
 
 class MalformedResponseError(Exception):
@@ -248,8 +276,20 @@ def resolve_api_key(config: LLMConfig) -> str | None:
     )
 
 
+NOT_SERVED = (404, 405, 501)
+"""HTTP statuses saying that the endpoint does not serve the request's route (or, for 404, the model):
+retrying cannot help, but another `--api-base` can (`EndpointDown` during a run, `WrongEndpoint` before)."""
+
+
+def _status(exc: BaseException | None) -> int | None:
+    status = getattr(exc, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
 def _is_retryable(exc: BaseException) -> bool:
     litellm = _import_litellm()
+    if _status(exc) in NOT_SERVED:  # litellm raises APIError(status_code=405 or 501), NotFoundError for 404
+        return False
     never = (
         litellm.AuthenticationError,
         litellm.PermissionDeniedError,
@@ -270,8 +310,18 @@ def _is_retryable(exc: BaseException) -> bool:
     )
     if isinstance(exc, retry):
         return True
-    status = getattr(exc, "status_code", None)
-    return isinstance(exc, litellm.APIError) and isinstance(status, int) and status >= 500
+    status = _status(exc)
+    return isinstance(exc, litellm.APIError) and status is not None and status >= 500
+
+
+def _is_endpoint_failure(exc: BaseException) -> bool:
+    """A failure of the endpoint that every call would meet too: a lost connection or a 5xx (not a rate
+    limit, a timeout or a malformed body: those belong to one request)."""
+    litellm = _import_litellm()
+    if isinstance(exc, (litellm.Timeout, litellm.RateLimitError, MalformedResponseError)):
+        return False
+    status = _status(exc)
+    return isinstance(exc, litellm.APIConnectionError) or (status is not None and status >= 500)
 
 
 def retry_after_s(exc: BaseException) -> float | None:
@@ -340,12 +390,12 @@ class RateLimiter:
                 self._tokens.append((self._clock(), n))
 
 
-def check_model(model: str, api_base: str | None = None) -> None:
-    """Raise UnknownModelError (one line, saying how to write a model string) when litellm knows no
-    provider for `model`."""
+def check_model(model: str, api_base: str | None = None) -> str:
+    """The provider litellm finds for `model` ("openai", "anthropic", ...); raise UnknownModelError (one
+    line, saying how to write a model string) when it knows none."""
     litellm = _import_litellm()
     try:
-        litellm.get_llm_provider(model=model, api_base=api_base)
+        return litellm.get_llm_provider(model=model, api_base=api_base)[1]
     except Exception:
         raise UnknownModelError(
             f"unknown model {model!r}: litellm knows no provider for it; write PROVIDER/MODEL, e.g. "
@@ -376,27 +426,77 @@ def check_reachable(api_base: str, timeout_s: float = 3.0) -> None:
         ) from None
 
 
+OPENAI_COMPATIBLE = ("openai", "hosted_vllm", "lm_studio", "llamafile")
+"""litellm providers that post to `api_base` + `/chat/completions` (what `check_chat_route` probes)."""
+
+
+def check_chat_route(api_base: str, api_key: str | None = None, timeout_s: float = 3.0) -> None:
+    """Raise WrongEndpoint (one line naming the URL and what it answered) when `api_base` +
+    `/chat/completions`, the URL litellm posts to for an OpenAI-compatible provider, answers a POST of
+    an empty JSON object with 404, 405 or 501. An OpenAI-compatible server refuses that body at once
+    (400 or 422: no model, no messages) without generating anything; any other answer, or none within
+    `timeout_s` seconds, passes (the run's own calls then say more)."""
+    url = (api_base if "://" in api_base else f"http://{api_base}").rstrip("/") + "/chat/completions"
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    request = urllib.request.Request(url, data=b"{}", headers=headers, method="POST")
+    try:
+        urllib.request.urlopen(request, timeout=timeout_s).close()
+        return
+    except urllib.error.HTTPError as e:
+        e.close()
+        status = e.code
+    except (OSError, ValueError):  # no answer in time, TLS, a reset: not evidence of a wrong route
+        return
+    if status not in NOT_SERVED:
+        return
+    try:
+        answer = f"{status} {HTTPStatus(status).phrase}"
+    except ValueError:
+        answer = str(status)
+    hint = "" if urllib.parse.urlsplit(url).path.startswith("/v1/") else " (its URL usually ends in /v1)"
+    raise WrongEndpoint(
+        f"the model server at {api_base} does not serve OpenAI chat completions: POST {url} answered "
+        f"{answer}; point --api-base at an OpenAI-compatible server{hint}"
+    )
+
+
+class _BreakerOpen(Exception):
+    """Raised inside `LiteLLMModel.complete` instead of a request once its endpoint is down."""
+
+
 class LiteLLMModel:
     """`LLM` over `litellm.completion`. Checks the model string (UnknownModelError) and the API key
-    (MissingKeyError) on construction; `preflight()` checks that `api_base` answers.
+    (MissingKeyError) on construction; `preflight()` checks that `api_base` answers, and serves chat
+    completions. `down`: None, or the `EndpointDown` that opened the circuit breaker (module docstring);
+    it stays open for the life of the object (a resumed run makes a new one).
 
-    `sleep` is the function used to wait between retries and for the rate limits (tests pass a recorder).
+    `sleep` is the function used to wait between retries and for the rate limits (tests pass a recorder);
+    None waits on the breaker, so that a call waiting to retry stops as soon as it opens.
     """
 
-    def __init__(self, config: LLMConfig, *, sleep: Callable[[float], None] = time.sleep):
+    def __init__(self, config: LLMConfig, *, sleep: Callable[[float], None] | None = None):
         self.config = config
         self.name = config.model
-        self._sleep = sleep
+        self.down: EndpointDown | None = None
+        self._lock = threading.Lock()
+        self._tripped = threading.Event()
+        self._sleep = sleep if sleep is not None else self._tripped.wait
         self._litellm = _import_litellm()
-        check_model(config.model, config.api_base)
+        self.provider = check_model(config.model, config.api_base)
         self._api_key = resolve_api_key(config)
-        self.limiter = RateLimiter(config.rpm, config.tpm, sleep=sleep) if config.rpm or config.tpm else None
+        limited = config.rpm or config.tpm
+        self.limiter = RateLimiter(config.rpm, config.tpm, sleep=sleep or time.sleep) if limited else None
 
     def preflight(self, timeout_s: float = 3.0) -> None:
         """Before a run: raise ModelUnreachable within about `timeout_s` seconds when nothing listens at
-        `api_base` (no check without one: a hosted provider's own endpoint)."""
+        `api_base`, WrongEndpoint when an OpenAI-compatible provider's server there does not serve chat
+        completions (`check_chat_route`). No check without `api_base` (a hosted provider's own endpoint)."""
         if self.config.api_base:
             check_reachable(self.config.api_base, timeout_s)
+            if self.provider in OPENAI_COMPATIBLE:
+                check_chat_route(self.config.api_base, self._api_key, timeout_s)
 
     def _wait(self, state: RetryCallState) -> float:
         c = self.config
@@ -456,6 +556,8 @@ class LiteLLMModel:
             nonlocal attempts
             if self.limiter is not None:
                 self.limiter.wait()
+            if self.down is not None:
+                raise _BreakerOpen()
             attempts += 1
             t0 = time.monotonic()
             resp = self._litellm.completion(**kwargs)
@@ -478,14 +580,9 @@ class LiteLLMModel:
         try:
             resp, request_s = retrying(attempt)
         except Exception as e:
-            if attempts > len(retries):
+            if attempts > len(retries) and not isinstance(e, _BreakerOpen):
                 retries.append({"attempt": attempts, "error": _describe(e), "wait_s": None})
-            raise LLMError(
-                f"{c.model}: {_describe(e)} (after {attempts} attempt{'s' if attempts != 1 else ''})",
-                attempts=attempts,
-                retries=retries,
-                transient=_is_retryable(e),
-            ) from e
+            raise self._failure(e, attempts, retries) from e
         reply = self._to_reply(resp, latency_s=time.monotonic() - t_start)
         if c.api_base:  # where the reply came from (a resumed run may be pointed at another server)
             reply.extra["api_base"] = c.api_base
@@ -496,6 +593,30 @@ class LiteLLMModel:
             dropped_messages=len(messages) - len(sent),
         )
         return reply
+
+    def _failure(self, exc: BaseException, attempts: int, retries: list[dict]) -> LLMError:
+        """The LLMError a failed call raises: `EndpointDown` (opening the breaker) for a failure of the
+        endpoint (`_is_endpoint_failure`, or 404/405/501 from `api_base`), or when it is open already."""
+        c = self.config
+        if isinstance(exc, _BreakerOpen):
+            return EndpointDown(str(self.down), attempts=attempts, retries=retries)
+        tries = f"after {attempts} attempt{'s' if attempts != 1 else ''}"
+        where = f"the model server at {c.api_base}" if c.api_base else "the provider"
+        if c.api_base and _status(exc) in NOT_SERVED:
+            message = (f"{c.model}: {where} does not serve chat completions for this model ({_describe(exc)}); "
+                       "point --api-base at an OpenAI-compatible server that serves it")  # fmt: skip
+        elif _is_endpoint_failure(exc):
+            message = f"{c.model}: {where} stopped answering ({_describe(exc)}, {tries})"
+        else:
+            return LLMError(f"{c.model}: {_describe(exc)} ({tries})", attempts=attempts, retries=retries,
+                            transient=_is_retryable(exc))  # fmt: skip
+        down = EndpointDown(message, attempts=attempts, retries=retries)
+        with self._lock:
+            first, self.down = self.down is None, self.down or down
+        if first:
+            log.info("%s; no call asks it again in this run", message)
+        self._tripped.set()
+        return down
 
     def _to_reply(self, resp: Any, latency_s: float) -> LLMReply:
         choice = resp.choices[0]
@@ -696,6 +817,9 @@ def model_for(config: LLMConfig, **kwargs: Any) -> LLM:
 
 __all__ = [
     "DUMMY_API_KEY",
+    "EndpointDown",
+    "NOT_SERVED",
+    "OPENAI_COMPATIBLE",
     "LLM",
     "LLMConfig",
     "LLMError",
@@ -706,10 +830,12 @@ __all__ = [
     "ModelUnreachable",
     "RateLimiter",
     "UnknownModelError",
+    "WrongEndpoint",
     "REASONING_EFFORTS",
     "SCRIPTED_PREFIX",
     "ScriptedModel",
     "builtin_scripts",
+    "check_chat_route",
     "check_model",
     "check_reachable",
     "DEFAULT_CONTEXT_WINDOW",

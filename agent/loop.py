@@ -17,6 +17,13 @@ outlasted the retries: `resume` continues it), `interrupted` (Ctrl-C), or `error
 is re-raised). The run ends `finished`, `finished_with_errors` (some trajectory ended in a model error),
 `incomplete` (some trajectory was left for `resume`), `interrupted` or `failed`.
 
+When the model is down (its endpoint failed for every call: `agent.llm.EndpointDown`, or a transient
+failure before the run had one reply), the run stops asking it: the trajectory that met it ends
+`model_unavailable`, the others end so before their next model call (an evaluation in flight finishes
+and is stored first), those not started are left without an outcome, and the run ends `incomplete` at
+once instead of every trajectory spending its own retries on the same dead server. `TrajectoryEnd.reason`
+says why.
+
 Concurrency (`jobs` above 1): that many trajectories are in flight at once, each on a thread of its own
 (model calls and evaluation children release the GIL); the evaluator bounds how many evaluations run at
 once (`evaluator.pool.EvalPool`: one per GPU slot), and every store call goes through one lock
@@ -51,7 +58,7 @@ from typing import Any
 
 from kb_agent.agent.extract import extract_code
 from kb_agent.agent.feedback import feedback_for, initial_messages, needs_ncu, parse_recipe
-from kb_agent.agent.llm import LLM, LLMError, LLMReply
+from kb_agent.agent.llm import LLM, EndpointDown, LLMError, LLMReply
 from kb_agent.agent.store import SharedStore, Store, StoreError, running_elsewhere
 from kb_agent.evaluator import Evaluator
 from kb_agent.evaluator.result import EvalResult
@@ -192,6 +199,7 @@ class TrajectoryEnd:
     problem: str  # the problem key, "2/40"
     sample: int
     outcome: str  # one of agent.store.OUTCOMES
+    reason: str | None = None  # model_unavailable because the run stopped asking a model that is down: why
 
 
 OnTurn = Callable[[TurnEvent], None]
@@ -276,9 +284,10 @@ def resume(
 
 
 class ModelUnavailable(LLMError):
-    """The model failed (after retries) before it had given a single reply in this run: the run stops
-    (status `failed`) instead of spending the retry budget on every remaining trajectory. `outcome` is
-    the failed trajectory's: `model_unavailable` (transient: resumable) or `model_error`."""
+    """The model refused a request before it had given a single reply in this run (a bad key, an
+    invalid request): the run stops (status `failed`) instead of failing every remaining trajectory.
+    `outcome` is the failed trajectory's, `model_error`; a transient failure there (`model_unavailable`,
+    raised so by a strategy) stops the run as a model that is down does, `incomplete`."""
 
     def __init__(self, message: str, *, outcome: str = "model_error"):
         super().__init__(message)
@@ -310,6 +319,7 @@ class _Run:
     cost_usd: float = 0.0
     hardware_recorded: bool = False
     replies: int = 0  # model replies received in this session of the run
+    down: str | None = None  # why the run stopped asking the model (`_model_down`), once it did
     lock: threading.RLock = field(default_factory=threading.RLock)  # guards the counters and on_turn
     stop: threading.Event = field(default_factory=threading.Event)  # no trajectory asks the model again
     abort: threading.Event = field(default_factory=threading.Event)  # evaluations in flight were killed
@@ -326,6 +336,8 @@ def _run(ctx: _Run, todo: Todo, jobs: int = 1) -> None:
             ctx.on_start(len(todo), ctx.config.model_calls())
         if jobs == 1 or len(todo) <= 1:
             for traj_id, problem, sample in todo:
+                if ctx.stop.is_set():  # the model is down: the rest stay without an outcome, resumable
+                    break
                 run_trajectory(ctx, traj_id, problem, sample)
         else:
             _run_concurrently(ctx, todo, jobs)
@@ -340,8 +352,9 @@ def _run(ctx: _Run, todo: Todo, jobs: int = 1) -> None:
 
 def _run_concurrently(ctx: _Run, todo: Todo, jobs: int) -> None:
     """`todo` on `jobs` daemon threads (daemons: a thread stuck in a model call never holds up the exit).
-    The first exception of a thread stops the others before their next model call and is re-raised here
-    once the evaluations in flight are done; an interrupt here kills those evaluations first."""
+    The first exception of a thread, or the model found down, stops the others before their next model
+    call; the exception is re-raised here once the evaluations in flight are done (and the threads that
+    end within seconds have ended); an interrupt here kills those evaluations first."""
     queue = list(reversed(todo))
     errors: list[BaseException] = []
 
@@ -372,6 +385,9 @@ def _run_concurrently(ctx: _Run, todo: Todo, jobs: int) -> None:
         _drain(ctx, threads, kill=True)
         raise
     _drain(ctx, threads, kill=False)
+    deadline = time.monotonic() + 5.0  # calls cut short by the breaker end now; a hung request is left
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
     if errors:
         raise errors[0]
 
@@ -430,22 +446,38 @@ def run_trajectory(ctx: _Run, traj_id: int, problem: Problem, sample: int) -> st
 
             copy_prefix(ctx.store, ctx.config, traj_id, problem, sample)
         outcome = _strategy(ctx.config.strategy)(ctx, traj_id, problem, sample)
+        if outcome == "model_unavailable" and getattr(ctx.model, "down", None) is not None:
+            _model_down(ctx, ctx.model.down)  # a strategy's call met the client's open breaker
         _retime_best(ctx, traj_id, problem)
     except _Stopped:
-        outcome = "interrupted"
+        outcome = "model_unavailable" if ctx.down else "interrupted"
     except KeyboardInterrupt:
         outcome = "interrupted"
         raise
     except ModelUnavailable as e:
         outcome = e.outcome
-        raise
+        if outcome != "model_unavailable":
+            raise
+        _model_down(ctx, e)
     finally:
         ctx.store.finish_trajectory(traj_id, outcome)
         log.info("%s sample %d: %s", problem.key, sample, outcome)
         if ctx.on_trajectory is not None:
+            reason = ctx.down if outcome == "model_unavailable" else None
             with ctx.lock:
-                ctx.on_trajectory(TrajectoryEnd(ctx.run_id, traj_id, problem.key, sample, outcome))
+                ctx.on_trajectory(TrajectoryEnd(ctx.run_id, traj_id, problem.key, sample, outcome, reason))
     return outcome
+
+
+def _model_down(ctx: _Run, error: BaseException) -> None:
+    """Stop asking the model in this run (module docstring): `ctx.down` keeps the first reason."""
+    with ctx.lock:
+        first = ctx.down is None
+        if first:
+            ctx.down = str(error)
+    if first:
+        log.info("run %s: the model is down, so no trajectory asks it again: %s", ctx.run_id, error)
+    ctx.stop.set()
 
 
 def _strategy(name: str) -> Callable[[_Run, int, Problem, int], str]:
@@ -505,10 +537,10 @@ def _turns(ctx: _Run, traj_id: int, problem: Problem, sample: int) -> str:
                 store.record_evaluation(
                     turn_id, code=None, status="model_error", eval_result=None, feedback=None
                 )
-                if ctx.replies == 0:  # not one reply yet in this run: the model is unreachable, stop here
-                    raise ModelUnavailable(
-                        f"no reply from the model, so the run stops: {e}", outcome=outcome
-                    ) from e
+                if outcome == "model_unavailable" and (isinstance(e, EndpointDown) or ctx.replies == 0):
+                    _model_down(ctx, e)  # every other call would meet it too: resumable, incomplete
+                elif ctx.replies == 0:  # refused before one reply in this run: the run fails here
+                    raise ModelUnavailable(f"no reply from the model, so the run stops: {e}") from e
                 return outcome
             with ctx.lock:
                 ctx.replies += 1

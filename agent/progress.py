@@ -31,7 +31,8 @@ class TurnPrinter:
     """The loop's `on_turn` callback (prints `2/40 sample 0 turn 3/5 correct 1.42x` and advances the bar),
     its `on_start` (`start`: sets the bar's length), its `on_trajectory` (`trajectory_done`) and the
     job's `on_evaluator` (`watch`: the pool whose slots the display shows). Safe to call from the
-    loop's threads."""
+    loop's threads. `model_down`: why the run stopped asking the model, once a trajectory said so
+    (`TrajectoryEnd.reason`), for the line the command ends with."""
 
     def __init__(self, console: Console, total_turns: int | None = None):
         self.console = console
@@ -44,6 +45,7 @@ class TurnPrinter:
         self.turns_done = 0
         self._turns_of: dict[int, int] = {}  # trajectory id -> turns done in this session
         self._ended: set[int] = set()
+        self.model_down: str | None = None
         self._t0: float | None = None
         self.progress = _SweepProgress(
             TextColumn("{task.description}"),
@@ -95,6 +97,7 @@ class TurnPrinter:
     def trajectory_done(self, end: TrajectoryEnd) -> None:
         """A trajectory ended (any outcome): it counts as done, and the turns it will not run leave the ETA."""
         with self._lock:
+            self.model_down = self.model_down or end.reason
             if end.trajectory_id not in self._ended:
                 self._ended.add(end.trajectory_id)
                 self.finished += 1
