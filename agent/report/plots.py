@@ -5,7 +5,8 @@ dict made with `build_report(..., by_turn=True, by_budget=True)`. Nothing here r
 panel or one line each, so they compare at a glance):
 
 * `fast_p_by_turn.png`: fast_p of the best correct turn up to k against k, one line per threshold p,
-  the 95 % bootstrap band around each (per problem, strict mode);
+  the 95 % bootstrap band around each (per problem, strict mode's verdicts, or KernelBench's rules
+  where no run was strict);
 * `fast_p_by_budget.png`: the same against cumulative tokens, dollars and GPU-seconds per trajectory
   (`metrics.BUDGETS`; CPU-seconds for a `--device cpu` run; no dollar panels when no run recorded a
   cost), one row of panels per run;
@@ -27,7 +28,7 @@ from typing import Any
 
 from kb_agent.agent import metrics
 from kb_agent.agent.report.build import seconds_device
-from kb_agent.agent.report.text import cost_recorded, gpu_label
+from kb_agent.agent.report.text import cost_recorded, gpu_label, verdicts_of
 
 STATUS_COLOURS = {
     "correct": "#2ca02c",
@@ -78,6 +79,17 @@ def _title(s: dict[str, Any]) -> str:
     n = s["samples"]["max"]
     unit = f"{s['problems']} problems" + (f" x {n} samples (best of {n})" if n > 1 else "")
     return f"{s['run']['name']}: level {s['level']}, {unit}"
+
+
+def _rules(report: dict[str, Any]) -> str:
+    """Which verdicts the figures plot: strict mode's, or KernelBench's rules where no run evaluated a turn
+    in strict mode (a `--no-strict` run's strict column is its parity verdict; see `text.strict_lines`)."""
+    judged = {verdicts_of(s) == "strict" for s in report["runs"]}
+    if judged == {False}:
+        return "KernelBench rules, strict mode off"
+    if judged == {True, False}:
+        return "strict mode where a run had it on, else KernelBench rules"
+    return "strict mode"
 
 
 def _suptitle(report: dict[str, Any], what: str) -> str:
@@ -164,7 +176,8 @@ def plot_by_turn(report: dict[str, Any], path: Path) -> Path:
     handles, labels = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside right center", fontsize=8, title="fast_p", frameon=False)
     fig.suptitle(
-        _suptitle(report, "fast_p by turn (strict mode, per problem; bars: 95% bootstrap CI)"), fontsize=11
+        _suptitle(report, f"fast_p by turn ({_rules(report)}, per problem; bars: 95% bootstrap CI)"),
+        fontsize=11,
     )
     fig.savefig(path, dpi=DPI)
     return path
@@ -201,7 +214,7 @@ def budget_figure(report: dict[str, Any]):
     handles, labels = next((ax.get_legend_handles_labels() for ax in axes.flat if ax.lines), ([], []))
     fig.legend(handles, labels, loc="outside right center", fontsize=8, title="fast_p", frameon=False)
     note = _cost_note(runs, "a run without a recorded cost says so")
-    fig.suptitle(_suptitle(report, "fast_p against what was spent (strict, per problem; each trajectory cut at the "
+    fig.suptitle(_suptitle(report, f"fast_p against what was spent ({_rules(report)}, per problem; each trajectory cut at the "
                                    f"budget;\nbands: 95% bootstrap CI; {note})"))  # fmt: skip
     return fig
 
@@ -272,7 +285,9 @@ def plot_status_mix(report: dict[str, Any], path: Path) -> Path:
     for ax in list(axes.flat)[len(runs) :]:
         ax.set_visible(False)
     fig.suptitle(
-        _suptitle(report, "status of each trajectory's turn k (strict; ended: stopped before turn k)")
+        _suptitle(
+            report, f"status of each trajectory's turn k ({_rules(report)}; ended: stopped before turn k)"
+        )
     )
     fig.savefig(path, dpi=DPI)
     return path
@@ -328,7 +343,7 @@ def speedups_figure(report: dict[str, Any]):
     surv.set_ylabel("fraction of all trajectories faster than x")
     surv.set_ylim(-0.02, 1.02)
     surv.set_title("fraction faster than x (fast_x, per trajectory)", fontsize=10)
-    fig.suptitle(_suptitle(report, "best correct speedup of each trajectory (strict mode)"))
+    fig.suptitle(_suptitle(report, f"best correct speedup of each trajectory ({_rules(report)})"))
     return fig
 
 
@@ -395,7 +410,9 @@ def comparison_figure(report: dict[str, Any]):
     handles, labels = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside right center", fontsize=8, title="run", frameon=False)
     note = _cost_note(runs, "a run without a recorded cost has no dollar line")
-    fig.suptitle(_suptitle(report, f"runs compared (strict, per problem; bands: 95% bootstrap CI; {note})"))
+    fig.suptitle(
+        _suptitle(report, f"runs compared ({_rules(report)}, per problem; bands: 95% bootstrap CI; {note})")
+    )
     return fig
 
 

@@ -172,16 +172,37 @@ def budget_rows(s: dict[str, Any], budget: str) -> tuple[list[str], list[list[st
         return ["budget"], []
     money = budget == "cost_usd"
     headers = ["budget", *(fmt_p(f["p"]) for f in curve[0]["fast_p"])]
-    rows = [[fmt_num(curve[i]["budget"], money), *(fmt_frac(f) for f in curve[i]["fast_p"])]
-            for i in budget_steps(s, budget)]  # fmt: skip
+    steps = budget_steps(s, budget)
+    labels = budget_labels([curve[i]["budget"] for i in steps], money)
+    rows = [
+        [label, *(fmt_frac(f) for f in curve[i]["fast_p"])] for label, i in zip(labels, steps, strict=True)
+    ]
     return headers, rows
+
+
+def budget_labels(values: list[float], money: bool = False) -> list[str]:
+    """The budgets of a table's rows as `fmt_num` writes them, with more decimals (up to three more) where
+    two different budgets would read the same (GPU-seconds 2.61 and 2.64 both as `2.6`)."""
+    for extra in range(4):
+        labels = [_fmt_budget(x, money, extra) for x in values]
+        if all(labels[i] != labels[i + 1] for i in range(len(values) - 1) if values[i] != values[i + 1]):
+            break
+    return labels
+
+
+def _fmt_budget(x: float, money: bool, extra: int) -> str:
+    if money:
+        return f"${x:.{4 + extra}f}"
+    if float(x).is_integer() or abs(x) >= 100:
+        return f"{x:,.0f}"
+    return f"{x:,.{1 + extra}f}"
 
 
 def budget_title(s: dict[str, Any], budget: str) -> str:
     """The title of a budget table: the budget on the run's device, and how many steps were merged."""
     merged = len(s["by_budget"][budget]) - len(budget_steps(s, budget))
     note = f"; {merged} budget steps without a change merged into the row above" if merged else ""
-    return (f"fast_p against {budget_label(s, budget)} (strict; each trajectory cut at the budget; a row at "
+    return (f"fast_p against {budget_label(s, budget)} ({verdicts_of(s)}; each trajectory cut at the budget; a row at "
             f"each budget where a fast_p changes, and the largest{note})")  # fmt: skip
 
 
@@ -233,7 +254,7 @@ def baseline_title(s: dict[str, Any]) -> str | None:
     b = s["baselines"]
     if not b.get("available") or not b["covered"]:
         return None
-    return (f"fast_p against the baselines (strict, per problem; {b['covered']} of {b['problems']} problems have a "
+    return (f"fast_p against the baselines ({verdicts_of(s)}, per problem; {b['covered']} of {b['problems']} problems have a "
             f"baseline on {b['gpu']}, {b['precision']}, torch {b['torch']}, torch.compile mode {b['compile_mode']}); "
             f"{CI_NOTE}")  # fmt: skip
 
@@ -281,6 +302,15 @@ def _against() -> dict[str, str]:
     from kb_agent.agent.report.baselines import AGAINST
 
     return AGAINST
+
+
+def verdicts_of(s: dict[str, Any]) -> str:
+    """Whose verdicts a run's strict-column figures are: `strict` where strict mode judged any of its turns,
+    else `KernelBench rules; strict mode off` (a `--no-strict` run's strict column is its parity verdict)."""
+    st = s["strict"]
+    return (
+        "KernelBench rules; strict mode off" if st["evaluated_turns"] and not st["strict_turns"] else "strict"
+    )
 
 
 def strict_lines(s: dict[str, Any]) -> list[str]:

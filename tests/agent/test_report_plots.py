@@ -6,7 +6,7 @@ import os
 import sys
 
 import pytest
-from kb_agent.agent.report import build_report
+from kb_agent.agent.report import build_report, render_report_text
 from kb_agent.agent.report.plots import budget_figure, comparison_figure, speedups_figure
 from kb_agent.agent.store import Store
 
@@ -88,3 +88,39 @@ def test_a_cpu_run_without_a_price_has_cpu_seconds_and_no_dollar_axis(store):
     add_run(store, "gpu", SAMPLES)
     labels = " ".join(xlabels(budget_figure(report(store, "gpu"))))
     assert "US dollars" in labels and "GPU-seconds" in labels
+
+
+def strict_run(store, name):
+    """A run whose every turn strict mode judged (and passed: an empty list of failed checks)."""
+    rid = add_run(store, name, SAMPLES)
+    with store.db.conn:
+        store.db.conn.execute(
+            "UPDATE turns SET failed_checks = '[]' WHERE trajectory_id IN "
+            "(SELECT id FROM trajectories WHERE run_id = ?)",
+            [rid],
+        )
+    return rid
+
+
+def test_titles_name_kernelbench_rules_when_no_run_was_strict(store):
+    """A --no-strict run's verdicts are KernelBench's: a title saying "strict mode" misread them (seen on
+    the H200: a parity sweep's figures all said strict)."""
+    add_run(store, "parity", SAMPLES)
+    strict_run(store, "strict")
+    for names, want in ((("parity",), "KernelBench rules, strict mode off"), (("strict",), "(strict mode"),
+                        (("parity", "strict"), "strict mode where a run had it on, else KernelBench rules")):  # fmt: skip
+        rep = report(store, *names)
+        for fig in (
+            budget_figure(rep),
+            speedups_figure(rep),
+            *([comparison_figure(rep)] if len(names) > 1 else []),
+        ):
+            assert want in fig.get_suptitle(), (names, fig.get_suptitle())
+    assert "strict mode off" not in budget_figure(report(store, "strict")).get_suptitle()
+    # the text tables that name one rule say the same
+    texts = {
+        n: render_report_text(build_report(store, [n], by_budget=True, resamples=0))
+        for n in ("parity", "strict")
+    }
+    assert "(KernelBench rules; strict mode off; each trajectory cut" in texts["parity"]
+    assert "(strict; each trajectory cut" in texts["strict"] and "strict mode off;" not in texts["strict"]

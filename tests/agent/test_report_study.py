@@ -9,7 +9,7 @@ import os
 import pytest
 from kb_agent.agent.cli import app
 from kb_agent.agent.report import ReportError, build_report, render_report_text, render_show_text, show_run
-from kb_agent.agent.report.text import fmt_speedup
+from kb_agent.agent.report.text import budget_labels, fmt_speedup
 from kb_agent.agent.store import Store
 from kb_agent.agent.store.baselines import find_baselines, record_baseline
 from kb_agent.problems import Problem
@@ -181,7 +181,7 @@ def test_fast_p_against_eager_torch_compile_and_the_faster_never_another_gpus_ti
     assert b["geomean_speedup"]["strict"]["compile"]["value"] == pytest.approx((0.75 * 2.5) ** 0.5)
     text = render_report_text(build_report(store, ["b"]))
     assert (
-        "fast_p against the baselines (strict, per problem; 3 of 3 problems have a baseline on NVIDIA H200"
+        "fast_p against the baselines (KernelBench rules; strict mode off, per problem; 3 of 3 problems have a baseline on NVIDIA H200"
         in text
     )
     assert "torch.compile failed on 1" in text
@@ -257,6 +257,16 @@ def test_the_budget_table_shows_every_step_where_a_fast_p_changes(store):
     assert [r[1] for r in rows] == [f"{values[i][0] / 12:.3f} ({values[i][0]}/12)" for i in want]
     merged = len(curve) - len(want)
     assert f"{merged} budget steps without a change merged into the row above" in text
+
+
+def test_budget_rows_never_read_the_same_for_different_budgets():
+    """Seen on the H200: GPU-seconds 2.61, 2.64 and 2.66 all printed as `2.6`, three rows that looked
+    like one budget; decimals are added until neighbours differ, and only as many as needed."""
+    assert budget_labels([0.0, 1.3, 2.61, 2.64, 2.66, 17.3]) == ["0", "1.30", "2.61", "2.64", "2.66", "17.30"]
+    assert budget_labels([0.0, 1.3, 2.6, 17.3]) == ["0", "1.3", "2.6", "17.3"]
+    assert budget_labels([1.0001, 1.0002]) == ["1.0001", "1.0002"]  # three more decimals at most
+    assert budget_labels([1_100.0, 3_200.0, 125.4]) == ["1,100", "3,200", "125"]
+    assert budget_labels([0.00011, 0.00012], money=True) == ["$0.00011", "$0.00012"]
 
 
 @pytest.mark.parametrize("cost", [None, 0.0])  # no known price; a scripted or local model's $0

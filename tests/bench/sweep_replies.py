@@ -15,8 +15,8 @@ Each problem's kernels and declarations carry its key (`copy_out_1_19`), and eac
 so no two sources of a sweep are the same and every turn builds its .cu from nothing, as a model's would;
 turn 3 keeps turn 2's declarations, so its binding object may come from the build cache. The copy makes a
 candidate slower than the reference (speedup just under 1x): these replies measure throughput, never
-kernels. Under KernelBench's rules they are correct (operators left to PyTorch are allowed); strict mode's
-library-share record shows them as what they are.
+kernels. Under KernelBench's rules they are correct (operators left to PyTorch are allowed), and bench_sweep
+runs without strict mode; strict mode rejects them (custom_kernels_do_the_work: every launch only copied).
 """
 
 from __future__ import annotations

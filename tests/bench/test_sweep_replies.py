@@ -80,7 +80,8 @@ def test_turn_out_of_range_is_an_error():
 @pytest.mark.parametrize("strict", [False, True])
 def test_turn_1_is_a_compile_error_and_turns_2_and_3_are_correct_on_the_gpu(strict):
     """Through the evaluator, as a sweep evaluates them (the CPU's torch lacks the CUDA headers they
-    include, so only a GPU machine builds them)."""
+    include, so only a GPU machine builds them): correct under KernelBench's rules (bench_sweep's default),
+    rejected by strict mode's custom_kernels_do_the_work, their kernels only copy."""
     from kb_agent.evaluator import EvalSettings, Status, evaluate
 
     problem = resolve_one("toy/relu")
@@ -89,5 +90,12 @@ def test_turn_1_is_a_compile_error_and_turns_2_and_3_are_correct_on_the_gpu(stri
     ]
     print(f"\nstrict={strict}: " + "; ".join(f"{r.status} {r.stages}" for r in got))
     assert got[0].status == Status.COMPILE_ERROR and ";" in got[0].message, got[0].message
-    assert [r.status for r in got[1:]] == [Status.CORRECT, Status.CORRECT], [r.message for r in got]
-    assert all(0 < r.speedup < 1.5 for r in got[1:])  # the reference's work plus a copy
+    if not strict:
+        assert [r.status for r in got[1:]] == [Status.CORRECT, Status.CORRECT], [r.message for r in got]
+        assert all(0 < r.speedup < 1.5 for r in got[1:])  # the reference's work plus a copy
+        return
+    # strict mode sees them for what they are: the kernel only copies what PyTorch computed
+    assert [r.status for r in got[1:]] == [Status.REJECTED, Status.REJECTED], [r.message for r in got]
+    for r in got[1:]:
+        assert r.strict["parity_status"] == str(Status.CORRECT), r.strict
+        assert not r.strict["checks"]["custom_kernels_do_the_work"]["passed"], r.strict["checks"]
