@@ -83,6 +83,7 @@ KILLED = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # a CLI process killed mid-run and a second one resuming, about 6.5 s on 2 cores
 def test_a_fork_killed_at_turn_k_resumes_without_asking_for_a_copied_turn(fake_llm, tmp_path):
     db = tmp_path / "kb.sqlite"
     source_run(fake_llm, db)

@@ -312,6 +312,7 @@ def test_small_speedups_keep_significant_digits(store):
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow  # every figure drawn and saved for one run and for three, about 6 s on 2 cores
 def test_plots_of_one_run_and_of_several(store, tmp_path):
     add_run(store, "p1", SAMPLES)
     add_run(store, "p2", [s[:2] for s in SAMPLES], cost=None)  # no price known: no dollar curve, said so

@@ -150,6 +150,7 @@ KILLED = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # a CLI process killed mid-run and a second one resuming, about 6 s on 2 cores
 def test_a_killed_best_of_n_run_resumes_without_asking_again_for_a_stored_reply(fake_llm, tmp_path):
     fake_llm.add(
         kernel("1.0"), kernel("2.0"), kernel("0.5"), kernel("1.1"), kernel("1.2"), slow(kernel("9.0"), 60)
