@@ -185,8 +185,7 @@ class FakeLLMServer:
         """Bind and serve in a daemon thread. Returns self."""
         self._stopping.clear()
         handler = type("_Handler", (_Handler,), {"server_ref": self})
-        self._httpd = ThreadingHTTPServer((self.host, self.port), handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _Listener((self.host, self.port), handler)
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-llm", daemon=True
         )
@@ -255,6 +254,15 @@ class FakeLLMServer:
     def last_body(self) -> dict[str, Any] | None:
         """The JSON body of the most recent request."""
         return self.requests[-1].body if self.requests else None
+
+
+class _Listener(ThreadingHTTPServer):
+    """A thread per connection, as `ThreadingHTTPServer`, with a listen backlog a sweep's burst fits in:
+    the stdlib's 5 made some of 20 simultaneous first requests of `solve --jobs 20` fail to connect (a
+    real server's backlog is hundreds: uvicorn's 2048)."""
+
+    daemon_threads = True
+    request_queue_size = 1024
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -234,3 +234,26 @@ def test_a_stopped_server_closes_a_kept_alive_connection_instead_of_leaving_it_u
     with pytest.raises((http.client.RemoteDisconnected, ConnectionError)):
         conn.getresponse()
     assert time.monotonic() - t0 < 2  # was: no answer until the client's timeout
+
+
+def test_a_burst_of_simultaneous_requests_is_answered_every_one():
+    """`solve --jobs 20` opens 20 connections at once and each waits for its reply: the stdlib's listen
+    backlog of 5 made some of them fail to connect (on the H200 every trajectory of a sweep then ended at
+    turn 1 as the endpoint down). Each of 40 simultaneous requests gets its reply."""
+    import threading
+
+    n = 40
+    with FakeLLMServer(latency_s=0.5) as srv:
+        srv.add(*(reply(f"r{i}") for i in range(n)))
+        got, start = [], threading.Barrier(n)
+
+        def one():
+            start.wait()
+            got.append(post(srv.openai_base + "/chat/completions", CHAT, timeout=20)[0])
+
+        threads = [threading.Thread(target=one) for _ in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert got == [200] * n

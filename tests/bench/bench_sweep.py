@@ -33,6 +33,15 @@ Through Ray there (`--executor local,ray`, load average 3 to 6): the same verdic
 imports, about 7 s an evaluation); `--executor local,ray-reuse`: local 38.4 s and 13.8 s, ray-reuse 42.1 s
 and 18.2 s.
 
+Measured on the H200 (2026-12-02; 20 level-1 problems 1/1-20 x 3 turns, --replies wrap, 20 s latency,
+strict mode off, a cold build cache; tests/bench/gpu_checks.sh sweep): --jobs 8 428.4 s, gpu_busy 0.356;
+--jobs 20 301.6 s, gpu_busy 0.633; --jobs 1 over 1/1-3 362.1 s (0.054), about 2,414 s scaled to 20
+problems, so --jobs 8 is about 5.6x faster (scaled, not run: --jobs 1 over 20 needs more device time than a
+session has). Each run: 40 evaluations, every trajectory compile_error, correct, correct. A turn spends
+20 s waiting for the model and its build (`stages.build`, median 22 s, 8-33 s at --jobs 8) on the CPU
+against a median 2.1 s (0.4-8.2 s) holding the GPU (correctness and timing) when correct, so 8 trajectories
+in flight cannot keep the one GPU busy 70 % of the time.
+
 wall_s: seconds from the start of the run to its end (the store opened, litellm imported before);
 evaluations: evaluation jobs the pool ran (turns with code, plus re-timings); gpu_busy: the share of the
 wall time the GPU slots were held (`EvalPool.gpu_busy`), null on the CPU. Progress goes to stderr. The

@@ -19,7 +19,7 @@
 #               correct candidates, each a new .cu; tests/bench/sweep_replies.py) with 20 s model latency
 #               (#14; --jobs 1 over all 20 needs ~30 min of device time, more than a session has:
 #               SWEEP_JOBS=1 SWEEP_PROBLEMS=1/1-3 is a seventh of it); the step's limit is SWEEP_LIMIT_S
-#               (default 540)
+#               (default 540); 1/1-20: --jobs 8 428 s (GPU busy 36 %), --jobs 20 302 s (63 %)
 #   report      `kb-agent report` of every run in the store, by turn, with plots in $OUT/plots and the
 #               problems check's flags excluded as well (#17)
 #
@@ -33,7 +33,8 @@
 # $OUT. Set GPU_CHECKS_HEAD=1 to run the committed HEAD rather than the working tree as it travelled.
 set -u
 cd "$(dirname "$0")/../.."
-export PYTHONUNBUFFERED=1 LITELLM_LOCAL_MODEL_COST_MAP=True HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
+# a Python that dies of a signal prints every thread's stack (once, a sweep ended rc 139 with no trace)
+export PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1 LITELLM_LOCAL_MODEL_COST_MAP=True HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
 export KB_DATASET=${KB_DATASET:-$PWD/.kb/kernelbench} KB_BUILD_DIR=${KB_BUILD_DIR:-/tmp/kbbuild}
 OUT=${OUT:-$(mktemp -d)}
 T0=$(date +%s)
