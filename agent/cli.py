@@ -75,7 +75,10 @@ problems_app = typer.Typer(
 )
 app.add_typer(problems_app, name="problems")
 
-out = Console(soft_wrap=True)
+# Piped or redirected (a log, `| less`, a notebook's cell), rich would cut every table at 80 columns and
+# shorten problem names to "1_Squa…"; there, tables are as wide as their contents (COLUMNS still wins).
+PIPED_WIDTH = 240
+out = Console(soft_wrap=True, width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else PIPED_WIDTH)
 err = Console(stderr=True, soft_wrap=True)
 
 DatasetOpt = Annotated[

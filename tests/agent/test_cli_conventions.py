@@ -203,3 +203,18 @@ def test_no_retime_reaches_the_stored_config(tmp_path):
     assert r.exit_code == 0, r.output
     with Store(db) as store:
         assert store.latest_run()["config"]["retime_best"] is False
+
+
+def test_a_piped_table_keeps_whole_problem_names(kb_dataset):
+    """Piped into a file or `less`, rich cut tables at 80 columns: `baseline`'s names read `1_Squa…`.
+    Without a terminal (and no COLUMNS) a table is as wide as its contents."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    got = subprocess.run([sys.executable, "-m", "kb_agent.agent.cli", "problems", "list", "--level", "1"],
+                         capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    long_name = (
+        "75_conv_transposed_2D_asymmetric_input_asymmetric_kernel_strided__grouped____padded____dilated__"
+    )
+    assert long_name in got.stdout and "…" not in got.stdout
