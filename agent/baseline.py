@@ -24,7 +24,6 @@ import logging
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -56,11 +55,15 @@ def local_gpu_name(device: str) -> str:
 
 
 def local_torch_version() -> str | None:
-    """The installed torch's version from its metadata (what the child reports as `torch`)."""
+    """`torch.__version__`, what the evaluation child reports as `torch` (`evaluator.hardware`) and so the
+    cache key of what it measured; None without torch. Not the package metadata's version: a PyPI CUDA
+    wheel's is `2.11.0` where `torch.__version__` is `2.11.0+cu130`, and on the H200 no stored baseline
+    was ever found again."""
     try:
-        return version("torch")
-    except PackageNotFoundError:
+        import torch
+    except ImportError:
         return None
+    return str(torch.__version__)
 
 
 def baseline_settings(settings: EvalSettings) -> EvalSettings:

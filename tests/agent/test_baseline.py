@@ -8,6 +8,7 @@ import threading
 import time
 
 import pytest
+import torch
 from kb_agent.agent.baseline import baseline_settings, local_torch_version, run_baselines
 from kb_agent.agent.cli import app
 from kb_agent.agent.report import build_report, render_report_text
@@ -35,11 +36,22 @@ def fake_timer(calls, status="ok"):
         calls.append((p.key, settings.strict, mode))
         return {"key": p.key, "problem_key": p.key, "level": p.level, "problem_id": p.problem_id, "name": p.name,
                 "code_sha256": p.code_sha256, "device": settings.device, "precision": settings.precision,
-                "gpu_name": None, "torch": local_torch_version(), "compile_mode": mode, "status": status,
+                "gpu_name": None, "torch": torch.__version__, "compile_mode": mode, "status": status,
                 "message": "ok" if status == "ok" else "the reference failed", "eager_ms": 2.0,
                 "compile_ms": 1.0 if status == "ok" else None, "compile_s": 3.0, "compile_error": None}  # fmt: skip
 
     return time_fn
+
+
+def test_the_cache_is_found_again_when_torch_reports_another_version_than_its_package(store, monkeypatch):
+    # on the H200, torch's PyPI wheel says 2.11.0 in its metadata and 2.11.0+cu130 in torch.__version__,
+    # which the child reports and the cache stores: looked up by the metadata's, no baseline was ever hit
+    monkeypatch.setattr(torch, "__version__", torch.__version__ + ".local-build")
+    relu, calls = resolve_one("toy/relu"), []
+    run_baselines([relu], CPU, store=store, time_fn=fake_timer(calls))
+    again = run_baselines([relu], CPU, store=store, time_fn=fake_timer(calls))
+    assert again[0]["cached"] and len(calls) == 1
+    assert local_torch_version() == torch.__version__
 
 
 def test_baselines_are_cached_per_reference_and_mode_and_failures_are_not_stored(store):

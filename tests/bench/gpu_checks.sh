@@ -13,10 +13,11 @@
 #   checks      `problems check` of each level in CHECK_LEVELS (default "1 2 3 4") at --jobs 8 (#19;
 #               level 1 114 s, level 2 50 s, level 3 43 s)
 #   gpu-tests   the other GPU tests of the evaluator (timing, split build, binding cache, examples)
-#   baseline    `kb-agent baseline` of BASELINE_SPEC (default 1) with BASELINE_ARGS (#17)
-#   sweep       bench_sweep at SWEEP_JOBS (default 8) over SWEEP_PROBLEMS (default 1/1-20) x 3 turns of
+#   baseline    `kb-agent baseline` of BASELINE_SPEC (default 1) with BASELINE_ARGS (#17; level 1 at --jobs 8
+#               takes two calls, 1/1-50 407 s and 1/51-100 382 s; problems the store has are skipped)
+#   sweep       bench_sweep at SWEEP_JOBS (default 8) over SWEEP_PROBLEMS (default 1/1-20) x SWEEP_TURNS (3) of
 #               scripted CUDA replies (SWEEP_REPLIES, default wrap: per problem a compile error, then two
-#               correct candidates, each a new .cu; tests/bench/sweep_replies.py) with 20 s model latency
+#               correct candidates, each a new .cu; tests/bench/sweep_replies.py) with SWEEP_LATENCY_S (20) of latency
 #               (#14; --jobs 1 over all 20 needs ~30 min of device time, more than a session has:
 #               SWEEP_JOBS=1 SWEEP_PROBLEMS=1/1-3 is a seventh of it); the step's limit is SWEEP_LIMIT_S
 #               (default 540); 1/1-20: --jobs 8 428 s (GPU busy 36 %), --jobs 20 302 s (63 %)
@@ -91,7 +92,8 @@ for group in "$@"; do
       step baseline 540 "${KB[@]}" baseline "${BASELINE_SPEC:-1}" --db "$DB" ${BASELINE_ARGS:-}
       ;;
     sweep)
-      step sweep "${SWEEP_LIMIT_S:-540}" python3 tests/bench/bench_sweep.py --device cuda --latency-s 20 --turns 3 \
+      step sweep "${SWEEP_LIMIT_S:-540}" python3 tests/bench/bench_sweep.py --device cuda \
+        --latency-s "${SWEEP_LATENCY_S:-20}" --turns "${SWEEP_TURNS:-3}" \
         --jobs "${SWEEP_JOBS:-8}" --problem "${SWEEP_PROBLEMS:-1/1-20}" --replies "${SWEEP_REPLIES:-wrap}" --db "$DB"
       ;;
     report)
