@@ -744,7 +744,7 @@ class Store:
                    turns.setup_s, turns.build_s, turns.run_s, turns.eval_s,
                    (SELECT p.idx FROM turns p WHERE p.id = turns.parent_id) AS parent_idx,
                    turns.copied_from IS NULL AND (turns.response IS NOT NULL
-                       OR turns.status = 'model_error') AS model_call,
+                       OR turns.status IS 'model_error') AS model_call,
                    turns.copied_from IS NULL AND turns.eval_json IS NOT NULL AS evaluation,
                    CASE WHEN turns.eval_json IS NULL THEN NULL ELSE {gpu_s} END AS gpu_s
             FROM turns JOIN trajectories t ON t.id = turns.trajectory_id

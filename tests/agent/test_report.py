@@ -124,6 +124,18 @@ def test_unfinished_and_unstarted_trajectories(store):
     assert fast(s, 1.0)["denominator"] == 1
 
 
+def test_a_turn_killed_before_its_reply_is_no_model_call(store):
+    # a run killed (SIGKILL) while its model call was in flight leaves a turn with no reply and no
+    # status: SQL's NULL logic made its model_call NULL, and every report of the run raised TypeError
+    rid = add_run(store, "killed", SCRIPTS[:1], outcome=None)
+    tid = store.create_trajectory(rid, problem(2), 0)
+    store.start_turn(tid, 1, [{"role": "user", "content": "go"}])
+    (s,) = build_report(store, ["killed"], False)["runs"]
+    assert s["trajectories"] == 2 and fast(s, 0.0)["denominator"] == 2
+    assert [t["model_call"] for t in store.turn_summaries(rid) if t["trajectory_id"] == tid] == [0]
+    assert "model calls: 3" in render_report_text(build_report(store, ["killed"], False))
+
+
 def test_several_runs_get_their_own_sections_and_a_comparison(store):
     add_run(store, "a", SCRIPTS)
     add_run(store, "b", SCRIPTS[:2], level=2)
