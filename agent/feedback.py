@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from kb_agent.agent.report.text import fmt_speedup
 from kb_agent.evaluator.result import (
     CorrectnessInfo,
     EvalResult,
@@ -511,7 +512,7 @@ def _ms(x: float | None) -> str:
 
 
 def _speedup(x: float | None) -> str:
-    return "?" if x is None else f"{x:.2f}x"
+    return "?" if x is None else fmt_speedup(x)
 
 
 def _verdict(speedup: float | None) -> str:

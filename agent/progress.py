@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from kb_agent.agent.loop import TrajectoryEnd, TurnEvent
+from kb_agent.agent.report.text import fmt_speedup
 from rich.console import Console, Group
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
@@ -81,7 +82,7 @@ class TurnPrinter:
         self.progress.update(self.task, total=trajectories * turns)
 
     def __call__(self, e: TurnEvent) -> None:
-        speed = f" {e.speedup:.2f}x" if e.speedup is not None else ""
+        speed = f" {fmt_speedup(e.speedup)}" if e.speedup is not None else ""
         tokens = f"  tokens {e.tokens_in or 0}+{e.tokens_out or 0}" if e.tokens_in is not None else ""
         style = _STYLE.get(e.status, "red")
         with self._lock:

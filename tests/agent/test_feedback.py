@@ -157,6 +157,11 @@ def test_correct_has_times_speedup_and_top_kernels():
     assert "62%" in text
 
 
+def test_a_slow_correct_kernel_reads_its_speedup_not_0_00x():
+    r = EvalResult(Status.CORRECT, speedup=0.00031, runtime_ms=10.6, ref_runtime_ms=0.0033)
+    assert "speedup 0.00031x (slower than the reference)" in feedback_for(r)
+
+
 def test_profile_table_flags_no_custom_kernel_and_missing_profile():
     p = ProfileInfo(
         kernels=[KernelRow("ampere_sgemm_128x64_nn", 1, 50.0, 50.0, 1.0, False)], custom_kernel_ran=False

@@ -71,6 +71,15 @@ def test_a_terminal_shows_the_live_area_and_a_pipe_only_the_turn_lines():
     assert pipe.getvalue().splitlines() == ["toy/p1 sample 0 turn 1/2 correct 1.50x  tokens 10+5"]
 
 
+def test_a_slow_correct_turn_prints_its_speedup_not_0_00x():
+    # a CPU run's Triton kernels under the interpreter run at 0.0003x: the turn line read `0.00x`
+    pipe = io.StringIO()
+    with TurnPrinter(Console(file=pipe)) as printer:
+        printer.start(1, 1)
+        printer(TurnEvent("r", 1, "toy/relu", 0, 1, "correct", 0.00032, 10, 5, 0.0))
+    assert pipe.getvalue().splitlines() == ["toy/relu sample 0 turn 1/1 correct 0.00032x  tokens 10+5"]
+
+
 def test_a_sweep_reports_every_trajectory_end_to_the_printer(tmp_path):
     printer = TurnPrinter(Console(file=io.StringIO()))
     with Store(tmp_path / "kb.sqlite") as store:
