@@ -451,6 +451,15 @@ def report_cmd(
 
         if not runs or len(runs) != 2:
             raise UsageError("--paired compares two runs: kb-agent report RUN_A RUN_B --paired")
+        unused = [name for name, given in (("--by-turn", by_turn), ("--by-budget", by_budget),
+                                           ("--per-problem", per_problem), ("--plot", plot is not None),
+                                           ("--exclude-degenerate", exclude_degenerate),
+                                           ("--compile-mode", compile_mode != "default")) if given]  # fmt: skip
+        if unused:
+            raise UsageError(
+                f"--paired prints the paired comparison alone; drop {', '.join(unused)}, or run "
+                "`kb-agent report RUN_A RUN_B` with it for each run's figures"
+            )
         with Store(db, for_reading=True) as store:
             r = paired_report(store, runs[0], runs[1], resamples=bootstrap)
         sys.stdout.write(json.dumps(r, indent=2) + "\n" if as_json else render_paired_text(r))

@@ -8,6 +8,7 @@ from kb_agent.agent.cli import app
 from kb_agent.agent.report import ReportError, build_report, render_report_text, show_run, turn_code
 from kb_agent.agent.store import Store, StoreError
 from kb_agent.problems import Problem
+from kb_agent.problems.errors import UsageError
 from typer.testing import CliRunner
 
 runner = CliRunner()
@@ -228,6 +229,18 @@ def test_cli_report_json_and_db_option(store, tmp_path):
     assert r.exit_code == 0, r.output
     rep = json.loads(r.output)
     assert rep["runs"][0]["fast_p"][3]["numerator"] == 1
+
+
+def test_cli_report_paired_refuses_the_options_it_would_ignore(store, tmp_path):
+    # `report A B --paired --plot DIR` printed the comparison and wrote no figure, without a word
+    add_run(store, "a", SCRIPTS)
+    add_run(store, "b", SCRIPTS)
+    r = runner.invoke(app, ["report", "a", "b", "--paired", "--plot", str(tmp_path / "figs"), "--by-turn"])
+    assert isinstance(r.exception, UsageError) and not (tmp_path / "figs").exists()
+    assert "drop --by-turn, --plot" in str(r.exception)
+    r = runner.invoke(app, ["report", "a", "b", "--paired", "--bootstrap", "50"])
+    assert r.exit_code == 0, r.output
+    assert "paired: A = a, B = b" in r.output
 
 
 def test_cli_runs_list_and_show(store):
