@@ -139,7 +139,8 @@ def open_dataset(dataset: str | os.PathLike | None = None) -> LocalParquet | Ker
         return Hub()
     root = Path(path).expanduser()
     if not root.is_dir():
-        raise ProblemError(f"dataset folder {str(root)!r} does not exist; {_POINT_AT_LOCAL}")
+        what = "is a file, not a folder" if root.exists() else "does not exist"
+        raise ProblemError(f"dataset folder {str(root)!r} {what}; {_POINT_AT_LOCAL}")
     for kind in (LocalParquet, KernelBenchCheckout):
         src = kind(root)
         if src.levels():

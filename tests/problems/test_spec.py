@@ -126,6 +126,13 @@ def test_missing_dataset_folder(tmp_path):
         resolve("1/1", dataset=tmp_path / "nope")
 
 
+def test_a_dataset_that_is_a_file_is_named_so(tmp_path):
+    # it read "does not exist" beside a file that does
+    (tmp_path / "level_1.parquet").write_text("")
+    with pytest.raises(ProblemError, match="is a file, not a folder"):
+        resolve("1/1", dataset=tmp_path / "level_1.parquet")
+
+
 def test_problem_roundtrip():
     p = toy_problems()[2]
     assert Problem.from_dict(p.to_dict()) == p
