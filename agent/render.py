@@ -18,6 +18,12 @@ def _ms(s: TimingStats | None) -> str:
     return f"{s.mean_ms:.4f} (median {s.median_ms:.4f}, std {s.std_ms:.4f}, min {s.min_ms:.4f}, max {s.max_ms:.4f})"
 
 
+def _speedup(x: float) -> str:
+    """As `1.235x`; below 0.01x with two significant digits (`0.00032x`: a CPU run's Triton kernel under
+    the interpreter), never `0.000x`."""
+    return f"{x:.3f}x" if x >= 0.01 or x <= 0 else f"{x:.2g}x"
+
+
 def _problem_label(p: dict) -> str:
     level = p.get("level")
     if level is None:
@@ -40,7 +46,7 @@ def eval_summary(r: EvalResult) -> Group:
     verdict = verdict_columns(str(r.status), r.to_dict())
     if verdict["parity_status"] != str(r.status):
         speedup = (
-            f" ({r.timing.speedup:.3f}x)"
+            f" ({_speedup(r.timing.speedup)})"
             if verdict["parity_status"] == "correct" and r.timing.speedup
             else ""
         )
@@ -59,17 +65,17 @@ def eval_summary(r: EvalResult) -> Group:
         table = Table(
             "figure", "reference ms", "candidate ms", "speedup", title=f"timing ({tm.method}, mean)"
         )
-        table.add_row("parity (mean)", _ms(tm.reference), _ms(tm.candidate), f"{tm.speedup:.3f}x")
+        table.add_row("parity (mean)", _ms(tm.reference), _ms(tm.candidate), _speedup(tm.speedup))
         if tm.device_candidate:
             table.add_row(
                 f"device ({tm.device_method}, median)",
                 f"{tm.device_reference.median_ms:.4f}",
                 f"{tm.device_candidate.median_ms:.4f}",
-                f"{tm.device_speedup:.3f}x",
+                _speedup(tm.device_speedup),
             )
         if tm.compile_reference:
             table.add_row(
-                "vs torch.compile (mean)", _ms(tm.compile_reference), "", f"{tm.compile_speedup:.3f}x"
+                "vs torch.compile (mean)", _ms(tm.compile_reference), "", _speedup(tm.compile_speedup)
             )
         parts.append(table)
     if r.profile and r.profile.kernels:

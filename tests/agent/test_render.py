@@ -33,3 +33,13 @@ def test_a_rejected_result_shows_its_kernelbench_verdict_and_library_share():
     assert "GPU kernels in one forward (library share 98%)" in text
     # a result that both rules judge alike says nothing more
     assert "KernelBench's rules alone" not in shown(EvalResult(Status.INCORRECT, "mismatch"))
+
+
+def test_a_slow_candidate_shows_its_speedup_not_0_000x():
+    # `kb-agent eval triton_relu.py --problem toy/relu --device cpu` printed 0.000x (it is about 0.0003x)
+    ref = TimingStats(mean_ms=0.0032, median_ms=0.0031, std_ms=0.0, min_ms=0.003, max_ms=0.004, trials=100)
+    cand = TimingStats(mean_ms=10.0, median_ms=10.0, std_ms=0.1, min_ms=9.9, max_ms=10.2, trials=100)
+    r = EvalResult(Status.CORRECT, timing=TimingInfo(method="cpu_perf_counter", reference=ref, candidate=cand,
+                                                     speedup=0.00032))  # fmt: skip
+    text = shown(r)
+    assert "0.00032x" in text and "0.000x" not in text
