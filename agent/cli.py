@@ -549,6 +549,8 @@ def baseline_cmd(
 
 
 def _baselines_table(problems: list, results: list[dict]) -> Table:
+    from kb_agent.agent.report.text import fmt_speedup
+
     def ms(x: float | None) -> str:
         return "-" if x is None else f"{x:.4g}"
 
@@ -562,7 +564,7 @@ def _baselines_table(problems: list, results: list[dict]) -> Table:
             if r["status"] == "ok"
             else f"{r['status']}: {(r.get('message') or '').splitlines()[0][:100]}"
         )
-        table.add_row(p.key, p.name, ms(eager), ms(comp), f"{eager / comp:.2f}x" if eager and comp else "-",
+        table.add_row(p.key, p.name, ms(eager), ms(comp), fmt_speedup(eager / comp) if eager and comp else "-",
                       "-" if r.get("compile_s") is None else f"{r['compile_s']:.1f}", status,
                       "yes" if r.get("cached") else "no")  # fmt: skip
     return table

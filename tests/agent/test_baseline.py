@@ -1,6 +1,7 @@
 """`kb-agent baseline`: the reference timed eager and under torch.compile in the evaluator's isolated
 child, cached in the store per (reference SHA-256, GPU, precision, torch version, mode)."""
 
+import io
 import json
 import os
 import textwrap
@@ -303,3 +304,15 @@ def test_jobs_2_on_the_cpu_compiles_cold_in_the_warm_up_and_from_its_cache_in_th
         assert r["warmup"]["compile_cache"]["fxgraph_miss"] >= 1  # cold: the folder was empty
         assert r["compile_cache"]["fxgraph_hit"] >= 1 and r["compile_cache"]["fxgraph_miss"] == 0
         assert 0 < r["warm_compile_s"] and r["eager_ms"] > 0 and r["compile_ms"] > 0
+
+
+def test_the_baselines_table_prints_a_slow_compiled_speedup_with_two_significant_digits():
+    # torch.compile's call overhead on a tiny CPU problem: eager 0.0031 ms, compiled 0.068 ms read 0.05x,
+    # and a slower one 0.00x
+    from kb_agent.agent.cli import _baselines_table
+    from rich.console import Console
+
+    rows = [{"status": "ok", "eager_ms": 0.0031, "compile_ms": 0.068, "compile_s": 14.0, "cached": False}]
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(_baselines_table([resolve_one("toy/relu")], rows))
+    assert "0.046x" in console.export_text()
