@@ -572,9 +572,9 @@ def _baselines_table(problems: list, results: list[dict]) -> Table:
 
 @runs_app.command("list", cls=_Command)
 def runs_list(db: DbOpt = DEFAULT_DB) -> None:
-    """List the runs: id, name, created, model, problems, status (running, finished, interrupted,
-    failed, or killed: its process on this machine is gone without a word; `solve --resume RUN`
-    continues it)."""
+    """List the runs: id, name, created, model, problems, status (running, finished,
+    finished_with_errors, incomplete, interrupted, failed, or killed: its process on this machine is
+    gone without a word; `solve --resume RUN` continues it)."""
     from kb_agent.agent import report
     from kb_agent.agent.store import Store
 

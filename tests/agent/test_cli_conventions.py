@@ -55,6 +55,15 @@ def test_the_executor_help_keeps_the_ray_extra(path):
     assert 'pip install "kb-agent[ray]"' in out, out
 
 
+def test_runs_list_help_names_every_run_status():
+    """It named five of the seven (a run the model failed listed as `incomplete`, a status its help
+    never mentioned)."""
+    from kb_agent.agent.store import RUN_STATUSES
+
+    out = " ".join(runner.invoke(app, ["runs", "list", "--help"], env=WIDE).output.split())
+    assert all(status in out for status in (*RUN_STATUSES, "killed")), out
+
+
 def test_usage_names_arguments_in_capitals():
     def usage(command: str) -> str:
         return runner.invoke(app, [command, "-h"], env=WIDE, prog_name="kb-agent").output
