@@ -172,6 +172,7 @@ def fork(
             )
         if not 1 <= turn <= config.turns:
             raise UsageError(f"--turn must be 1..{config.turns} (run {src['name']} has {config.turns} turns)")
+        _check_prefix_stored(s, src, turn)
         try:
             config = dataclasses.replace(
                 config, feedback=feedback or config.feedback, context=context or config.context,
@@ -190,6 +191,29 @@ def fork(
         llm_model, evaluator, jobs = _ready(llm, config, evaluator, jobs, count, on_evaluator, pool)
         return loop.solve(problems, config, llm_model, evaluator, s, on_turn=on_turn, on_start=on_start,
                           jobs=jobs, on_trajectory=on_trajectory)  # fmt: skip
+
+
+def _check_prefix_stored(s: Any, src: dict, turn: int) -> None:
+    """Refuse to fork `src` at `turn` (K) while one of its trajectories that `--resume` would continue
+    lacks an evaluated turn K-1 (a run still going, or killed, interrupted or left by the model before
+    it): the fork would ask the new settings for those turns, and its prefix would not be the source's."""
+    from kb_agent.agent.store import StoreError, running_elsewhere
+
+    if owner := running_elsewhere(src):
+        raise StoreError(f"run {src['name']} is still running (process {owner}); fork it once it has stopped")
+    resumable = {t["id"]: t for t in s.unfinished_trajectories(src["id"])}
+    resumable.update(
+        {t["id"]: t for t in s.trajectories(src["id"]) if t["outcome"] in ("error", "model_unavailable")}
+    )
+    short = [f"{t['problem_key']}#{t['sample']}" for t in resumable.values()
+             if len(loop._evaluated_prefix(s.turns(t["id"]))) < turn - 1]  # fmt: skip
+    if short:
+        shown = ", ".join(short[:5]) + (", ..." if len(short) > 5 else "")
+        raise UsageError(
+            f"run {src['name']} stopped before turn {turn - 1} in {len(short)} trajectories ({shown}), so "
+            f"there is no prefix to copy; `kb-agent solve --resume {src['name']}` first, or fork at an "
+            "earlier --turn"
+        )
 
 
 def _ready(llm: LLMConfig, config: SolveConfig, evaluator: Evaluator | None, jobs: int | None,

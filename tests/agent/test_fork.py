@@ -62,6 +62,24 @@ def test_a_fork_copies_turns_before_k_without_a_call_and_continues_with_new_sett
     assert section["usage"]["total"] == {"turns": 6, "model_calls": 2, "evaluations": 2, "copied": 4}
 
 
+def test_fork_refuses_a_source_stopped_before_the_prefix_it_would_copy(fake_llm, tmp_path):
+    # a source killed with turn 2 pending, forked at turn 3: the fork asked the new settings for turn 2
+    # and went on as if it had copied turns 1..2 (only `report --paired` found the prefixes differ)
+    db = tmp_path / "kb.sqlite"
+    src = source_run(fake_llm, db)
+    with Store(db) as s:
+        first = s.trajectories(src)[0]["id"]
+        s.db.execute("UPDATE trajectories SET outcome = NULL WHERE id = ?", [first])
+        s.db.execute("DELETE FROM turns WHERE trajectory_id = ? AND idx >= 2", [first])
+        s.db.conn.commit()
+    with pytest.raises(
+        UsageError, match=r"stopped before turn 2 in 1 trajectories \(toy/relu#0\).*--resume src"
+    ):
+        job.fork("src", 3, store=db, evaluator=KeyedEvaluator())
+    fake_llm.add(kernel("2.0"), kernel("1.2"))
+    job.fork("src", 2, run_name="f2", store=db, evaluator=KeyedEvaluator(), jobs=1)  # turn 1 is there
+
+
 def test_fork_refuses_a_tree_run_and_a_turn_out_of_range(fake_llm, tmp_path):
     db = tmp_path / "kb.sqlite"
     source_run(fake_llm, db)
