@@ -9,6 +9,9 @@ TOLERANCES = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}
 PRECISIONS = tuple(TOLERANCES)
 BACKENDS = ("auto", "cuda", "triton")
 REPRO_METHODS = ("auto", "events")
+# the largest stage limit `StageLimits.parse` takes: 30 days, as good as none (a limit past Python's
+# threading.TIMEOUT_MAX, 292 years, raised OverflowError in the wait for the child's start)
+MAX_STAGE_LIMIT_S = 30 * 24 * 3600.0
 
 
 @dataclass
@@ -28,7 +31,8 @@ class StageLimits:
         stages not named keep their defaults.
 
         Raises:
-            ValueError: an unknown stage, or a limit that is not a positive number.
+            ValueError: an unknown stage, or a limit that is not a positive number of seconds up to
+                `MAX_STAGE_LIMIT_S`.
         """
         limits, seen = cls(), set()
         for part in filter(None, (p.strip() for p in text.split(","))):
@@ -50,6 +54,10 @@ class StageLimits:
                 seconds = -1.0
             if not seconds > 0 or seconds == float("inf"):
                 raise ValueError(f"the {stage} limit {value!r} is not a positive number of seconds")
+            if seconds > MAX_STAGE_LIMIT_S:
+                raise ValueError(
+                    f"the {stage} limit {value!r} is over {MAX_STAGE_LIMIT_S:.0f} s (30 days), the most it takes"
+                )
             setattr(limits, name, seconds)
         return limits
 

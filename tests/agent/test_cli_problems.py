@@ -77,6 +77,10 @@ def test_stage_limits_parse_and_bad_values_are_one_line_errors(tmp_path):
     for bad in ("bild=3", "build=abc", "timing=0", "build=-1", "start=inf", "build=5,build=6", "correctness"):
         with pytest.raises(ValueError):
             StageLimits.parse(bad)
+    # `eval --stage-limits start=1e300` ended in OverflowError's traceback (the wait for the child's start)
+    assert StageLimits.parse("start=2592000").start_s == 2592000.0
+    with pytest.raises(ValueError, match="over 2592000 s"):
+        StageLimits.parse("start=1e300")
     cand = tmp_path / "c.py"
     cand.write_text("class ModelNew: ...\n")
     for args in (
