@@ -134,11 +134,18 @@ def export_rows(store: Store, run_ref: str) -> list[dict[str, Any]]:
     return rows
 
 
+def file_stem(run_name: str) -> str:
+    """A run's name as the stem of a file beside the store (`export`, `view`): its characters other than
+    letters, digits, `.`, `-` and `_` become `_`, and so does a leading dot (a run named `../x` or `.x`
+    wrote a hidden file); at most 200 characters (a file system takes 255 bytes a name)."""
+    stem = re.sub(r"[^A-Za-z0-9._-]", "_", run_name)
+    return re.sub(r"^\.", "_", stem)[:200]
+
+
 def default_output(store: Store, run_ref: str, fmt: str) -> Path:
     """Where `export_run` writes when no path is given: `<run name>.<fmt>` beside the store file (the
-    name's characters other than letters, digits, `.`, `-` and `_` become `_`)."""
-    name = re.sub(r"[^A-Za-z0-9._-]", "_", store.get_run(run_ref)["name"])
-    return store.path.parent / f"{name}.{fmt}"
+    name made a file name by `file_stem`)."""
+    return store.path.parent / f"{file_stem(store.get_run(run_ref)['name'])}.{fmt}"
 
 
 def output_format(fmt: str | None, output: str | Path | None) -> str:
@@ -243,5 +250,6 @@ __all__ = [
     "eval_summary",
     "export_rows",
     "export_run",
+    "file_stem",
     "output_format",
 ]

@@ -19,13 +19,12 @@ import difflib
 import hashlib
 import html
 import json
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from kb_agent.agent.export import eval_summary
+from kb_agent.agent.export import eval_summary, file_stem
 from kb_agent.agent.store import Store
 from kb_agent.problems.errors import UsageError
 
@@ -339,7 +338,7 @@ def write_view(store: Store, run_ref: str, output: str | Path | None = None) -> 
         raise UsageError(f"--output {str(output)!r} is a folder; give a file name such as run.html")
     view = build_view(store, run_ref)
     if output is None:
-        output = store.path.parent / (re.sub(r"[^A-Za-z0-9._-]", "_", view["run"]["name"]) + ".html")
+        output = store.path.parent / (file_stem(view["run"]["name"]) + ".html")
     path = Path(output)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_html(view), encoding="utf-8")

@@ -6,7 +6,7 @@ import json
 
 import pytest
 from kb_agent.agent.cli import app
-from kb_agent.agent.export import COLUMNS, default_output, eval_summary, export_rows, export_run
+from kb_agent.agent.export import COLUMNS, default_output, eval_summary, export_rows, export_run, file_stem
 from kb_agent.agent.store import Store, StoreError
 from kb_agent.problems import Problem
 from kb_agent.problems.errors import UsageError
@@ -185,6 +185,22 @@ def test_cli_default_path_stdout_and_bad_input(store, tmp_path):
         export_run(store, "exp", "csv", tmp_path)
     with pytest.raises(StoreError, match="no run 'nope'"):
         export_run(store, "nope")
+
+
+def test_a_run_name_becomes_a_visible_file_name_of_bounded_length(tmp_path):
+    # `solve --run-name ../x` then `view` / `export` wrote the hidden runs/.._x.html; a 300-character
+    # name failed with "File name too long"
+    assert [file_stem(n) for n in ("a b", "../x", ".x", "ok-1.2_3")] == ["a_b", "_._x", "_x", "ok-1.2_3"]
+    assert file_stem("x" * 300) == "x" * 200
+    db = tmp_path / "kb.sqlite"
+    from kb_agent.agent.store import Store
+
+    with Store(db) as store:
+        store.create_run("x" * 300, {}, "openai/m", "cuda", "fp32")
+    for cmd, suffix in (["export"], ".jsonl"), (["view"], ".html"):
+        r = CliRunner().invoke(app, [*cmd, "x" * 300, "--db", str(db)])
+        assert r.exit_code == 0, r.output
+        assert (tmp_path / ("x" * 200 + suffix)).exists()
 
 
 def test_an_unwritable_output_is_one_line_not_a_traceback(tmp_path):
