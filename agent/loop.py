@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import logging
 import threading
 import time
@@ -236,7 +237,13 @@ def solve(
         config = dataclasses.replace(config, **_detect_target(config))
     run_config = {**dataclasses.asdict(config), "llm": _llm_settings(model)}
     run_id = store.create_run(config.run_name, run_config, model.name, config.backend, config.precision)
-    todo = [(store.create_trajectory(run_id, p, s), p, s) for p in problems for s in range(config.samples)]
+    pairs = lambda: itertools.product(problems, range(config.samples))  # noqa: E731 (lazy: --samples 10**9)
+    try:
+        ids = store.create_trajectories(run_id, pairs())
+    except BaseException:  # stopped before the first trajectory was stored: no run either
+        store.discard_run(run_id)
+        raise
+    todo = [(i, p, s) for i, (p, s) in zip(ids, pairs(), strict=True)]
     log.info("run %s: %d problems x %d samples with %s", run_id, len(problems), config.samples, model.name)
     _run(_Run(run_id, config, model, evaluator, store, on_turn, on_start, on_trajectory), todo, jobs)
     return run_id

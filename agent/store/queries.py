@@ -13,7 +13,7 @@ import re
 import secrets
 import sqlite3
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from enum import Enum
 from importlib.metadata import PackageNotFoundError, version
@@ -376,6 +376,40 @@ class Store:
             }
         )
         return int(table.last_pk)
+
+    def create_trajectories(self, run_id: str, items: Iterable[tuple[Problem, int]]) -> list[int]:
+        """Record a new run's trajectories, one per (problem, sample) of `items`, in one transaction;
+        return their ids in order. A run stopped while they are made (Ctrl-C during a large `--samples`)
+        keeps none of them, never a part that `--resume` would take for the whole run.
+
+        Raises:
+            StoreError: the run already has one of these (problem, sample).
+        """
+        self.get_run(run_id)
+        sql = (
+            "INSERT INTO trajectories (run_id, level, problem_id, problem_name, problem_key, problem_json, "
+            "sample, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+        )
+        ids: list[int] = []
+        try:
+            with self.db.conn:
+                for p, sample in items:
+                    row = (run_id, p.level, p.problem_id, p.name, p.key, dumps(p.to_dict()), sample, now())
+                    ids.append(int(self.db.conn.execute(sql, row).lastrowid))
+        except sqlite3.IntegrityError:
+            raise StoreError(
+                f"run {run_id} already has one of these trajectories; resume it instead"
+            ) from None
+        return ids
+
+    def discard_run(self, run_id: str) -> None:
+        """Delete run `run_id` when nothing is stored under it (no trajectory): one stopped while it was
+        set up, so that it reads as never created."""
+        with self.db.conn:
+            self.db.conn.execute(
+                "DELETE FROM runs WHERE id = ? AND NOT EXISTS (SELECT 1 FROM trajectories WHERE run_id = ?)",
+                (run_id, run_id),
+            )
 
     def get_trajectory(self, traj_id: int) -> dict[str, Any]:
         """One trajectory row, `problem_json` decoded.

@@ -151,6 +151,25 @@ def test_samples_make_independent_trajectories(store):
     assert all(len(c) == 2 for c in model.calls)  # each sample starts from the task prompt
 
 
+def test_an_interrupt_while_the_trajectories_are_made_leaves_no_run(store):
+    # Ctrl-C during a large --samples left a `running` run (read as killed) holding some of its
+    # trajectories, which `--resume` took for the whole run
+    class Stops(type(VADD)):
+        def to_dict(self):
+            raise KeyboardInterrupt
+
+    stops = Stops(VADD.level, VADD.problem_id, VADD.name, VADD.code, VADD.source)
+    with pytest.raises(KeyboardInterrupt):
+        solve(
+            [RELU, stops],
+            cfg(turns=1, samples=3, run_name="cut"),
+            ScriptedModel([]),
+            ScriptedEvaluator([canned("incorrect")]),
+            store,
+        )
+    assert store.list_runs() == [] and list(store.db.query("SELECT id FROM trajectories")) == []
+
+
 def test_interrupt_while_waiting_for_the_model_then_resume_asks_again(store):
     model = ScriptedModel([code("a"), KeyboardInterrupt()])
     evaluator = ScriptedEvaluator([canned("incorrect"), canned("correct", 1.3)])
