@@ -430,24 +430,46 @@ OPENAI_COMPATIBLE = ("openai", "hosted_vllm", "lm_studio", "llamafile")
 """litellm providers that post to `api_base` + `/chat/completions` (what `check_chat_route` probes)."""
 
 
+_PROBE_BODY_BYTES = 65536  # of a probe's successful answer, read to tell JSON from a web page
+
+
+def _check_json_answer(api_base: str, url: str, status: int, kind: str, body: bytes) -> None:
+    """Raise WrongEndpoint when the probe's successful answer is not JSON (each chat call would then
+    fail to parse and be retried for about 40 s before its trajectory ended)."""
+    try:
+        json.loads(body)
+        return
+    except ValueError:  # not JSON, or cut at _PROBE_BODY_BYTES (no API error answer is that long)
+        pass
+    raise WrongEndpoint(
+        f"the model server at {api_base} does not serve OpenAI chat completions: POST {url} answered "
+        f"{status} with {kind}, not JSON; point --api-base at an OpenAI-compatible server"
+    )
+
+
 def check_chat_route(api_base: str, api_key: str | None = None, timeout_s: float = 3.0) -> None:
     """Raise WrongEndpoint (one line naming the URL and what it answered) when `api_base` +
     `/chat/completions`, the URL litellm posts to for an OpenAI-compatible provider, answers a POST of
-    an empty JSON object with 404, 405 or 501. An OpenAI-compatible server refuses that body at once
-    (400 or 422: no model, no messages) without generating anything; any other answer, or none within
-    `timeout_s` seconds, passes (the run's own calls then say more)."""
+    an empty JSON object with 404, 405 or 501, or with a success whose body is not JSON (a web page: a
+    web app, a login or proxy page a redirect led to). An OpenAI-compatible server refuses that body at
+    once (400 or 422: no model, no messages) without generating anything; any other answer, or none
+    within `timeout_s` seconds, passes (the run's own calls then say more)."""
     url = (api_base if "://" in api_base else f"http://{api_base}").rstrip("/") + "/chat/completions"
     headers = {"Content-Type": "application/json"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
     request = urllib.request.Request(url, data=b"{}", headers=headers, method="POST")
     try:
-        urllib.request.urlopen(request, timeout=timeout_s).close()
-        return
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            status, kind = response.status, response.headers.get_content_type()
+            body = response.read(_PROBE_BODY_BYTES)
     except urllib.error.HTTPError as e:
         e.close()
         status = e.code
     except (OSError, ValueError):  # no answer in time, TLS, a reset: not evidence of a wrong route
+        return
+    else:
+        _check_json_answer(api_base, url, status, kind, body)
         return
     if status not in NOT_SERVED:
         return

@@ -182,3 +182,41 @@ def test_solve_against_a_server_without_chat_completions_is_one_line(fake_llm, t
     assert " incomplete: " in last
     assert fake_llm.openai_base in last and "does not serve chat completions" in last
     assert "solve --resume" in last and len(fake_llm.requests) == 2
+
+
+@pytest.fixture
+def web_page_server():
+    """A real HTTP server on 127.0.0.1 that answers every request 200 with an HTML page (a web app, or
+    the login page a proxy redirects to), not an OpenAI-compatible API."""
+    import http.server
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def _page(self):
+            body = b"<!doctype html><html><body>Sign in</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _page
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_server_answering_a_web_page_fails_before_the_run(web_page_server, tmp_path):
+    # found by a new user: a 200 with HTML passed the check, then each trajectory spent about 40 s in
+    # retries before it ended model_unavailable
+    t0 = time.monotonic()
+    with pytest.raises(
+        WrongEndpoint, match=r"/v1/chat/completions answered 200 with text/html, not JSON; point"
+    ):
+        LiteLLMModel(llm(web_page_server)).preflight()
+    assert time.monotonic() - t0 < 5
