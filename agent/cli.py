@@ -130,6 +130,8 @@ SandboxOpt = Annotated[
 ]
 PrecisionOpt = Annotated[str, typer.Option(help="fp32, fp16 or bf16.")]
 EXECUTORS = ("local", "ray")
+MAX_SAMPLES = 10_000  # --samples: every trajectory is stored before the first model call
+MAX_FANOUT = 256  # --n, --width, --branch: a round's model calls go out at once, one thread each
 ExecutorOpt = Annotated[
     str,
     typer.Option(
@@ -808,7 +810,9 @@ def solve_cmd(
         str | None,
         typer.Option(help="minimal, low, medium or high, for reasoning models.", show_default="not sent"),
     ] = None,
-    samples: Annotated[int, typer.Option(min=1, help="Independent trajectories per problem.")] = 1,
+    samples: Annotated[
+        int, typer.Option(min=1, max=MAX_SAMPLES, help="Independent trajectories per problem.")
+    ] = 1,
     context: Annotated[
         str,
         typer.Option(
@@ -885,9 +889,16 @@ def solve_cmd(
     strategy: Annotated[
         str, typer.Option(help="linear, best-of-n (--n), beam (--width, --branch) or tree (--seed).")
     ] = "linear",
-    n: Annotated[int, typer.Option("--n", min=1, help="best-of-n: completions per turn.")] = 4,
-    width: Annotated[int, typer.Option(min=1, help="beam: kernels kept after each round.")] = 2,
-    branch: Annotated[int, typer.Option(min=1, help="beam: children of each kept kernel per round.")] = 2,
+    n: Annotated[
+        int,
+        typer.Option("--n", min=1, max=MAX_FANOUT, help="best-of-n: completions per turn (asked at once)."),
+    ] = 4,
+    width: Annotated[
+        int, typer.Option(min=1, max=MAX_FANOUT, help="beam: kernels kept after each round.")
+    ] = 2,
+    branch: Annotated[
+        int, typer.Option(min=1, max=MAX_FANOUT, help="beam: children of each kept kernel per round.")
+    ] = 2,
     seed: Annotated[int, typer.Option(help="tree: seeds the draw of the kernel each step refines.")] = 0,
     executor: ExecutorOpt = "local",
     ray_address: RayAddressOpt = None,

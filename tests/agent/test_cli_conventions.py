@@ -227,3 +227,15 @@ def test_a_piped_table_keeps_whole_problem_names(kb_dataset):
         "75_conv_transposed_2D_asymmetric_input_asymmetric_kernel_strided__grouped____padded____dilated__"
     )
     assert long_name in got.stdout and "…" not in got.stdout
+
+
+@pytest.mark.parametrize("option", ["--samples", "--n", "--width", "--branch"])
+def test_an_absurd_fan_out_is_refused_before_anything_is_stored(tmp_path, option):
+    # found by a new user: --n 10**23 ended in OverflowError's traceback, --n 1000 sent 1000 requests
+    # at once, and --samples 10**23 stored trajectories for minutes before the first model call
+    db = tmp_path / "kb.sqlite"
+    r = runner.invoke(app, ["solve", "--problem", "toy/relu", "--model", "scripted/demo", "--device", "cpu",
+                            option, str(10**23), "--db", str(db)], env=WIDE)  # fmt: skip
+    assert r.exit_code == 2 and f"Invalid value for '{option}'" in r.output and "Traceback" not in r.output
+    assert re.search(r"less than or equal to (10000|256)|not in the range", r.output)
+    assert not db.exists()
