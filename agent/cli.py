@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shlex
 import sys
 from collections.abc import Callable
@@ -39,9 +40,23 @@ def _conventional(params: list) -> list:
     return params
 
 
+def _reflowed(text: str | None) -> str | None:
+    """`text` with each paragraph's lines joined: a docstring's line breaks are where its source wraps,
+    and rich's help keeps them (`report`'s summary broke mid-sentence at any terminal width)."""
+    if not text:
+        return text
+    paragraphs = re.split(r"\n\s*\n", text.strip())
+    return "\n\n".join(" ".join(line.strip() for line in par.splitlines()) for par in paragraphs)
+
+
 class _Command(TyperCommand):
     """A command whose help follows the conventions above; its usage line reads
-    `kb-agent eval [OPTIONS] CANDIDATE`, optional arguments in brackets, repeatable ones with `...`."""
+    `kb-agent eval [OPTIONS] CANDIDATE`, optional arguments in brackets, repeatable ones with `...`;
+    its help's paragraphs are reflowed to the terminal (`_reflowed`)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.help = _reflowed(self.help)
 
     def get_params(self, ctx):
         return _conventional(super().get_params(ctx))

@@ -239,3 +239,12 @@ def test_an_absurd_fan_out_is_refused_before_anything_is_stored(tmp_path, option
     assert r.exit_code == 2 and f"Invalid value for '{option}'" in r.output and "Traceback" not in r.output
     assert re.search(r"less than or equal to (10000|256)|not in the range", r.output)
     assert not db.exists()
+
+
+def test_help_paragraphs_flow_to_the_terminal_not_to_the_docstring_lines():
+    # found by a new user: `kb-agent --help` broke report's summary mid-sentence where its docstring wraps
+    r = runner.invoke(app, ["--help"], env={"COLUMNS": "200"})
+    assert "per problem (best of its samples) and per trajectory" in r.output
+    for path, cmd in _commands():
+        for paragraph in (cmd.help or "").split("\n\n"):
+            assert "\n" not in paragraph, (path, paragraph)
