@@ -170,6 +170,8 @@ def _cell(t: Mapping[str, Any]) -> str:
     speed = t.get("retimed_speedup") or t.get("speedup")
     text = f"{label} {_fmt_speedup(speed)}" if key == "correct" and speed is not None else label
     title = t["summary"]
+    if t.get("retimed_speedup") is not None:  # the cell shows it; the summary is the turn's own timing
+        title += f"; re-timed in a fresh process: {_fmt_speedup(t['retimed_speedup'])}"
     return (f'<button type="button" class="cell {key}{extra}" data-t="t-{int(t["id"])}" '
             f'style="background:{STATUS_STYLE[key][1]}" title="{e(title)}">{e(text)}</button>')  # fmt: skip
 

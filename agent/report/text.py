@@ -561,6 +561,9 @@ def _best_turn(t: dict[str, Any]) -> tuple[int | None, float | None]:
 def traj_title(t: dict[str, Any]) -> str:
     turn, speedup = _best_turn(t)
     best = f"best {fmt_speedup(speedup)} at turn {turn}" if turn is not None else "no correct turn"
+    own = next((x["speedup"] for x in t.get("turns", []) if x["idx"] == turn), None)
+    if turn is not None and own is not None and fmt_speedup(own) != fmt_speedup(speedup):
+        best += f" (re-timed in a fresh process; the turn's own timing read {fmt_speedup(own)})"
     kb = t.get("best_kernelbench") or {}
     if kb.get("turn") is not None and (kb["turn"], kb["speedup"]) != (turn, speedup):
         best += f" (KernelBench rules: {fmt_speedup(kb['speedup'])} at turn {kb['turn']}, library share {fmt_share(kb['library_share'])})"

@@ -327,6 +327,20 @@ def test_the_winner_is_retimed_once_and_fast_p_uses_the_retimed_figure(store):
     assert len(evaluator.retime_calls) == 1
 
 
+def test_runs_show_and_the_viewer_say_when_the_best_figure_is_the_retimed_one(store):
+    # found by a new user: the best line and a viewer cell showed the re-timed 1.8x, the turn's row and
+    # the cell's tooltip the turn's own 2.0x, with nothing saying why they differ
+    from kb_agent.agent import viewer
+    from kb_agent.agent.report import render_show_text, show_run
+
+    evaluator = RetimingEvaluator([canned("correct", 2.0)], [canned("correct", 1.8)])
+    run_id = solve([RELU], cfg(turns=1), ScriptedModel([code("a")]), evaluator, store)
+    text = render_show_text(show_run(store, run_id))
+    assert "best 1.80x at turn 1 (re-timed in a fresh process; the turn's own timing read 2.00x)" in text
+    html = viewer.render_html(viewer.build_view(store, run_id))
+    assert "re-timed in a fresh process: 1.80x" in html
+
+
 def test_a_winner_not_correct_when_retimed_does_not_count(store):
     from kb_agent.agent.metrics import best_speedup
 
