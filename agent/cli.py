@@ -23,7 +23,7 @@ from typing import Annotated, Any
 import typer
 from kb_agent.agent import __version__
 from kb_agent.evaluator.settings import StageLimits
-from kb_agent.problems.errors import KBAgentError, UsageError
+from kb_agent.problems.errors import KBAgentError, UsageError, os_reason
 from rich.console import Console
 from rich.table import Table
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
@@ -492,7 +492,7 @@ def report_cmd(
             paths = write_plots(rep, plot)
         except OSError as e:
             raise UsageError(
-                f"cannot write plots to {str(plot)!r} ({e.strerror or e}); pass another --plot DIR"
+                f"cannot write plots to {str(plot)!r} ({os_reason(e, Path(plot) / 'fast_p_by_turn.png')}); pass another --plot DIR"
             ) from None
         err.print(f"wrote {len(paths)} plots to {plot}: " + ", ".join(p.name for p in paths), highlight=False)
     shown = {**rep, "runs": [{**s, "by_turn": s["by_turn"] if by_turn else None,
@@ -656,7 +656,7 @@ def export_cmd(
             path = export_run(store, run, fmt, output)
         except OSError as e:  # the output path: a missing or unwritable folder, a file where a folder goes
             raise UsageError(
-                f"cannot write {output or 'the export'}: {e.strerror or e}; choose another --output"
+                f"cannot write {output or 'the export'}: {os_reason(e, output)}; choose another --output"
             ) from None
     if path is not None:
         err.print(f"wrote {path}", highlight=False)
@@ -686,7 +686,7 @@ def view_cmd(
             path = write_view(store, run, output)
         except OSError as e:
             raise UsageError(
-                f"cannot write {output or 'the page'}: {e.strerror or e}; choose another --output"
+                f"cannot write {output or 'the page'}: {os_reason(e, output)}; choose another --output"
             ) from None
     out.print(f"wrote {path}", highlight=False)
 
@@ -743,6 +743,8 @@ def eval_cmd(
     """
     from kb_agent.problems import resolve_one
 
+    if candidate.is_dir():
+        raise UsageError(f"{str(candidate)!r} is a folder; give the candidate's .py file")
     if not candidate.is_file():
         raise UsageError(f"no such candidate file: {str(candidate)!r}")
     if baseline not in (None, "compile"):

@@ -25,6 +25,7 @@ from kb_agent.agent.store.liveness import this_process
 from kb_agent.agent.store.migrations import migrate, pending
 from kb_agent.agent.store.opening import check_store_file, connect_read_only, unwritable
 from kb_agent.agent.store.rows import GPU_STAGES, decode, dumps, eval_seconds, now, verdict_columns
+from kb_agent.problems.errors import os_reason
 from kb_agent.problems.problem import Problem
 from sqlite_utils import Database
 
@@ -172,7 +173,7 @@ class Store:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise StoreError(
-                f"cannot create {folder} for the store ({e.strerror or e}); choose another --db"
+                f"cannot create {folder} for the store ({os_reason(e, self.path)}); choose another --db"
             ) from None
         if not os.access(folder, os.W_OK | os.X_OK):
             raise StoreError(f"cannot create {self.path}: {folder} is read-only; choose another --db")

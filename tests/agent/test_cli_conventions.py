@@ -248,3 +248,14 @@ def test_help_paragraphs_flow_to_the_terminal_not_to_the_docstring_lines():
     for path, cmd in _commands():
         for paragraph in (cmd.help or "").split("\n\n"):
             assert "\n" not in paragraph, (path, paragraph)
+
+
+def test_a_file_where_a_folder_must_go_is_named_and_a_folder_is_no_candidate(tmp_path, kb_dataset):
+    # found by a new user: these said "File exists" (of a path that did not exist) and "no such
+    # candidate file" (of a folder)
+    (tmp_path / "run.csv").write_text("a,b\n")
+    r = runner.invoke(app, ["solve", "-p", "toy/relu", "--model", "scripted/demo", "--device", "cpu",
+                            "--db", str(tmp_path / "run.csv" / "kb.sqlite")], env=WIDE)  # fmt: skip
+    assert f"({tmp_path / 'run.csv'} is a file, not a folder); choose another --db" in str(r.exception)
+    r = runner.invoke(app, ["eval", str(tmp_path), "-p", "toy/relu", "--device", "cpu"], env=WIDE)
+    assert "is a folder; give the candidate's .py file" in str(r.exception)
