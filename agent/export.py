@@ -16,6 +16,7 @@ the whole conversation so far); they are in the store (`turns.messages`).
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import re
@@ -137,9 +138,13 @@ def export_rows(store: Store, run_ref: str) -> list[dict[str, Any]]:
 def file_stem(run_name: str) -> str:
     """A run's name as the stem of a file beside the store (`export`, `view`): its characters other than
     letters, digits, `.`, `-` and `_` become `_`, and so does a leading dot (a run named `../x` or `.x`
-    wrote a hidden file); at most 200 characters (a file system takes 255 bytes a name)."""
-    stem = re.sub(r"[^A-Za-z0-9._-]", "_", run_name)
-    return re.sub(r"^\.", "_", stem)[:200]
+    wrote a hidden file); at most 200 characters (a file system takes 255 bytes a name). A name changed
+    on the way ends in `-` and 8 hex digits of its SHA-256, so two runs never share a file (`a b` and
+    `a/b` both read `a_b`; `über` read `_ber`)."""
+    stem = re.sub(r"^\.", "_", re.sub(r"[^A-Za-z0-9._-]", "_", run_name))
+    if stem == run_name and len(stem) <= 200:
+        return stem
+    return f"{stem[:191]}-{hashlib.sha256(run_name.encode()).hexdigest()[:8]}"
 
 
 def default_output(store: Store, run_ref: str, fmt: str) -> Path:

@@ -190,8 +190,10 @@ def test_cli_default_path_stdout_and_bad_input(store, tmp_path):
 def test_a_run_name_becomes_a_visible_file_name_of_bounded_length(tmp_path):
     # `solve --run-name ../x` then `view` / `export` wrote the hidden runs/.._x.html; a 300-character
     # name failed with "File name too long"
-    assert [file_stem(n) for n in ("a b", "../x", ".x", "ok-1.2_3")] == ["a_b", "_._x", "_x", "ok-1.2_3"]
-    assert file_stem("x" * 300) == "x" * 200
+    assert file_stem("ok-1.2_3") == "ok-1.2_3"  # a name that is a file name already stays as it is
+    stems = [file_stem(n) for n in ("a b", "a/b", "../x", ".x", "über", "x" * 300)]
+    assert [s.rsplit("-", 1)[0] for s in stems] == ["a_b", "a_b", "_._x", "_x", "_ber", "x" * 191]
+    assert len(set(stems)) == len(stems) and max(map(len, stems)) == 200  # two names never share a file
     db = tmp_path / "kb.sqlite"
     from kb_agent.agent.store import Store
 
@@ -200,7 +202,7 @@ def test_a_run_name_becomes_a_visible_file_name_of_bounded_length(tmp_path):
     for cmd, suffix in (["export"], ".jsonl"), (["view"], ".html"):
         r = CliRunner().invoke(app, [*cmd, "x" * 300, "--db", str(db)])
         assert r.exit_code == 0, r.output
-        assert (tmp_path / ("x" * 200 + suffix)).exists()
+        assert (tmp_path / (file_stem("x" * 300) + suffix)).exists()
 
 
 def test_an_unwritable_output_is_one_line_not_a_traceback(tmp_path):
