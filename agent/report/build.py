@@ -350,6 +350,17 @@ def build_report(
     return {"p_values": list(metrics.P_VALUES), "runs": [run_section(store, r, by_turn, **kw) for r in runs]}
 
 
+def _resolved_keys(spec: str) -> set[str]:
+    """The keys of the problems `spec` names as `solve --problem` reads it (`toy/1_relu`, level `0` for
+    the toy set, a range), or none where it names none here (a store read away from its dataset)."""
+    from kb_agent.problems import resolve
+
+    try:
+        return {p.key for p in resolve(spec)}
+    except (KBAgentError, OSError, ValueError):
+        return set()
+
+
 def _select(
     trajs: list[dict[str, Any]], problem: str | None, sample: int | None, run_name: str
 ) -> list[dict]:
@@ -362,7 +373,7 @@ def _select(
             lv = level_label(t["level"])
             return spec in (t["problem_key"], t["problem_name"], f"{lv}/{t['problem_id']}", lv)
 
-        out = [t for t in out if match(t)]
+        out = [t for t in out if match(t)] or [t for t in out if t["problem_key"] in _resolved_keys(spec)]
         if not out:
             keys = list(dict.fromkeys(t["problem_key"] for t in trajs))
             shown = ", ".join(keys[:10]) + (", ..." if len(keys) > 10 else "")

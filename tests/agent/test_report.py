@@ -434,3 +434,24 @@ def test_a_run_partly_in_strict_mode_says_how_many_turns_were_judged(store):
     assert "strict mode: on for 1 of 2 evaluated turns; no turn rejected" in text
     assert "rejections per check" not in text
     assert "best turns: strict not measured (no GPU profile); KernelBench rules not measured" in text
+
+
+def test_runs_show_takes_every_spec_form_solve_takes(store, kb_dataset):
+    # found by a new user: `runs show RUN -p toy/1_relu` and `-p 0` (the toy level) were refused,
+    # though `solve --problem` takes both
+    from kb_agent.agent.llm import ScriptedModel
+    from kb_agent.agent.loop import SolveConfig, solve
+    from kb_agent.evaluator.fake import ScriptedEvaluator, canned
+    from kb_agent.problems import resolve
+
+    config = SolveConfig(turns=1, backend="triton", device="cpu", gpu_name="x", arch="9.0", run_name="toys")
+    solve(resolve("toy/relu") + resolve("toy/vector_add"), config, ScriptedModel(["```python\nclass ModelNew: pass\n```"] * 2),
+          ScriptedEvaluator([canned("correct")] * 2), store)  # fmt: skip
+    for spec, keys in (
+        ("toy/1_relu", ["toy/relu"]),
+        ("toy/relu", ["toy/relu"]),
+        ("0", ["toy/relu", "toy/vector_add"]),
+    ):
+        assert [t["problem_key"] for t in show_run(store, "toys", problem=spec)["trajectories"]] == keys
+    with pytest.raises(ReportError, match="has no problem 'toy/3'"):
+        show_run(store, "toys", problem="toy/3")
