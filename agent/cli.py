@@ -282,7 +282,10 @@ def _root(
 @problems_app.command("list", cls=_Command)
 def problems_list(
     level: Annotated[
-        str | None, typer.Option("--level", "-l", help="A level (1-4) or 'toy'.", show_default="all")
+        str | None,
+        typer.Option(
+            "--level", "-l", help="A level (1-4), 'toy', or any problem spec: 1/1-10.", show_default="all"
+        ),
     ] = None,
     dataset: DatasetOpt = None,
 ) -> None:
@@ -297,7 +300,7 @@ def problems_list(
             table.add_row("toy" if p.level == 0 else str(p.level), str(p.problem_id), p.name)
             n += 1
     out.print(table)
-    out.print(f"{n} problems", highlight=False)
+    out.print(f"{n} problem{'' if n == 1 else 's'}", highlight=False)
 
 
 @problems_app.command("show", cls=_Command)

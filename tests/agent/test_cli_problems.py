@@ -26,6 +26,10 @@ def test_problems_list_level_1_lists_100(kb_dataset):
     r = runner.invoke(app, ["problems", "list", "--level", "1"], env={"COLUMNS": "200"})
     assert r.exit_code == 0
     assert "100 problems" in r.output and "19_ReLU" in r.output
+    r = runner.invoke(
+        app, ["problems", "list", "--level", "1/19"], env={"COLUMNS": "200"}
+    )  # a spec, as -h says
+    assert r.exit_code == 0 and r.output.rstrip().endswith("\n1 problem") and "19_ReLU" in r.output
 
 
 def test_bad_spec_is_one_line_and_exit_2(kb_dataset):
