@@ -172,12 +172,14 @@ def _killed_since(count: int) -> bool:
         return _KILLS[0] != count
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_group(proc: subprocess.Popen, spoke: bool = True) -> None:
     """Kill every process the child started: its process group, the rest of its session (ninja starts
     each compiler command in a process group of its own) and whatever is below it. The child itself goes
     last: on Linux it is the supervising half (`evaluator.procs.supervise`), which then kills what left
     the session and lost its parent, and exits; it is killed if it has not within 15 s (its sweep
-    gives up after 10 s)."""
+    gives up after 10 s). A child that never `spoke` (sent no message: it was still starting, had not
+    confined itself, and no candidate code had run) is killed at once instead; waited for, it sat out
+    the 15 s (found by a new user with `--stage-limits start=0.001`)."""
     for _ in range(50):  # a dying ninja may still be starting a compiler: sweep until none is left
         members = [p for p in group_members(proc.pid) if p != proc.pid]
         if not members:
@@ -188,6 +190,9 @@ def _kill_group(proc: subprocess.Popen) -> None:
             except (ProcessLookupError, PermissionError):
                 pass
         time.sleep(0.02)
+    if not spoke:  # nothing below it to sweep: its evaluation half, if forked yet, dies with it
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(proc.pid, signal.SIGKILL)
     try:
         proc.wait(timeout=15)
     except subprocess.TimeoutExpired:
@@ -730,7 +735,7 @@ def _watch(proc, r_fd, on_event, stages: dict, stage_limit: dict, max_rss: float
     while True:
         remaining = deadline - time.perf_counter()
         if remaining <= 0:
-            _kill_group(proc)
+            _kill_group(proc, spoke=seq > 0)
             stages[stage] = time.perf_counter() - t_stage
             return done, stage, True, forged
         ready, _, _ = select.select([r_fd], [], [], min(remaining, 1.0))

@@ -121,6 +121,15 @@ def test_hang_times_out_and_the_group_is_killed():
     assert "procs.py" not in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
 
 
+def test_a_child_stopped_while_it_starts_is_gone_at_once_not_after_15_s():
+    # found by a new user: --stage-limits start=0.001 timed out after 15 s (setup 15.00): the
+    # supervising half, killed before it had started its evaluation half, was only waited for
+    t0 = time.perf_counter()
+    r = run("hangs", limits=StageLimits(start_s=0.001), fork_server=False)
+    assert r.status == Status.TIMEOUT and "setup stage ran past its 0.001 s limit" in r.message
+    assert time.perf_counter() - t0 < 5
+
+
 @pytest.mark.slow
 def test_candidate_output_is_captured_not_parsed(tmp_path):
     src = (CANDIDATES / "triton_relu.py").read_text()
