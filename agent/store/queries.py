@@ -94,6 +94,14 @@ def check_run_name(name: str) -> None:
 # ---------------------------------------------------------------- the store
 
 
+def _trajectory_row(run_id: str, problem: Problem, sample: int) -> dict[str, Any]:
+    """A new trajectory's row: the full problem stored, so a resumed run needs no dataset."""
+    return {"run_id": run_id, "level": problem.level, "problem_id": problem.problem_id,
+            "problem_name": problem.name, "problem_key": problem.key, "problem_json": dumps(problem.to_dict()),
+            "sample": sample, "outcome": None, "best_turn": None, "best_speedup": None, "created": now(),
+            "finished": None}  # fmt: skip
+
+
 class Store:
     """One SQLite trajectory store. Open it, write through its methods, `close()` it (or use `with`).
 
@@ -360,22 +368,7 @@ class Store:
                 f"run {run_id} already has a trajectory for {problem.key} sample {sample} "
                 f"(id {existing['id']}); resume it instead"
             )
-        table = self.db["trajectories"].insert(
-            {
-                "run_id": run_id,
-                "level": problem.level,
-                "problem_id": problem.problem_id,
-                "problem_name": problem.name,
-                "problem_key": problem.key,
-                "problem_json": dumps(problem.to_dict()),
-                "sample": sample,
-                "outcome": None,
-                "best_turn": None,
-                "best_speedup": None,
-                "created": now(),
-                "finished": None,
-            }
-        )
+        table = self.db["trajectories"].insert(_trajectory_row(run_id, problem, sample))
         return int(table.last_pk)
 
     def create_trajectories(self, run_id: str, items: Iterable[tuple[Problem, int]]) -> list[int]:
@@ -387,16 +380,13 @@ class Store:
             StoreError: the run already has one of these (problem, sample).
         """
         self.get_run(run_id)
-        sql = (
-            "INSERT INTO trajectories (run_id, level, problem_id, problem_name, problem_key, problem_json, "
-            "sample, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-        )
         ids: list[int] = []
         try:
             with self.db.conn:
                 for p, sample in items:
-                    row = (run_id, p.level, p.problem_id, p.name, p.key, dumps(p.to_dict()), sample, now())
-                    ids.append(int(self.db.conn.execute(sql, row).lastrowid))
+                    row = _trajectory_row(run_id, p, sample)
+                    sql = f"INSERT INTO trajectories ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})"
+                    ids.append(int(self.db.conn.execute(sql, list(row.values())).lastrowid))
         except sqlite3.IntegrityError:
             raise StoreError(
                 f"run {run_id} already has one of these trajectories; resume it instead"
