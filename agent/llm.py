@@ -438,13 +438,11 @@ def _check_json_answer(api_base: str, url: str, status: int, kind: str, body: by
     fail to parse and be retried for about 40 s before its trajectory ended)."""
     try:
         json.loads(body)
-        return
     except ValueError:  # not JSON, or cut at _PROBE_BODY_BYTES (no API error answer is that long)
-        pass
-    raise WrongEndpoint(
-        f"the model server at {api_base} does not serve OpenAI chat completions: POST {url} answered "
-        f"{status} with {kind}, not JSON; point --api-base at an OpenAI-compatible server"
-    )
+        raise WrongEndpoint(
+            f"the model server at {api_base} does not serve OpenAI chat completions: POST {url} answered "
+            f"{status} with {kind}, not JSON; point --api-base at an OpenAI-compatible server"
+        ) from None
 
 
 def check_chat_route(api_base: str, api_key: str | None = None, timeout_s: float = 3.0) -> None:

@@ -373,7 +373,11 @@ def _select(
             lv = level_label(t["level"])
             return spec in (t["problem_key"], t["problem_name"], f"{lv}/{t['problem_id']}", lv)
 
-        out = [t for t in out if match(t)] or [t for t in out if t["problem_key"] in _resolved_keys(spec)]
+        matched = [t for t in out if match(t)]
+        if not matched:  # the spec forms solve takes (resolved once, only when the stored names match none)
+            keys = _resolved_keys(spec)
+            matched = [t for t in out if t["problem_key"] in keys]
+        out = matched
         if not out:
             keys = list(dict.fromkeys(t["problem_key"] for t in trajs))
             shown = ", ".join(keys[:10]) + (", ..." if len(keys) > 10 else "")

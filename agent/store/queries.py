@@ -381,11 +381,15 @@ class Store:
         """
         self.get_run(run_id)
         ids: list[int] = []
+        sql = ""
         try:
             with self.db.conn:
                 for p, sample in items:
                     row = _trajectory_row(run_id, p, sample)
-                    sql = f"INSERT INTO trajectories ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})"
+                    sql = (
+                        sql
+                        or f"INSERT INTO trajectories ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})"
+                    )
                     ids.append(int(self.db.conn.execute(sql, list(row.values())).lastrowid))
         except sqlite3.IntegrityError:
             raise StoreError(
