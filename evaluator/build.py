@@ -6,12 +6,15 @@ Candidates build their own CUDA extensions by calling `torch.utils.cpp_extension
 * gets a unique extension name (the candidate's name plus a hash of its sources and flags), so two
   candidates never share a build and an identical source reuses its own earlier build;
 * builds in the evaluator's build directory, never in the user's `~/.cache/torch_extensions`;
-* compiles the CUDA half against `torch/types.h` (which load_inline puts first in every .cu anyway)
-  instead of the `torch/extension.h` that candidates habitually include there: nvcc parses torch's
-  headers three times (cudafe++, cicc, the host compiler), and extension.h doubles that work with
-  pybind11, Python and the C++ frontend, which device code does not use. Measured on a 2-core machine:
-  a one-kernel .cu builds in 36 s instead of 81 s. A build that then fails for want of a declaration is
-  retried with the candidate's sources unchanged, so the contract is the same;
+* compiles the CUDA half against a light torch/types.h where it serves (`evaluator.prelude`: the Tensor
+  class, the dispatch macros and the operators the sources name, 18 s -> 8 s for a one-kernel .cu through
+  nvccpar on a 2-core machine), else against torch's `torch/types.h` (which load_inline puts first in every
+  .cu anyway) instead of the `torch/extension.h` that candidates habitually include there: nvcc parses
+  torch's headers three times (cudafe++, cicc, the host compiler), and extension.h doubles that work with
+  pybind11, Python and the C++ frontend, which device code does not use (measured on a 2-core machine: a
+  one-kernel .cu builds in 36 s instead of 81 s). A build that then fails for want of a declaration is
+  retried with the next heavier header, and at last with the candidate's sources unchanged, so the
+  contract is the same (`light_first`);
 * builds with all cores (ninja), and without torch's precompiled header, which is machine-wide state
   that one interrupted or concurrent build can corrupt for every later one;
 * builds for the evaluator's architecture (TORCH_CUDA_ARCH_LIST) also when one of the candidate's CUDA
@@ -40,6 +43,8 @@ import subprocess
 import sysconfig
 import time
 from pathlib import Path
+
+from kb_agent.evaluator import prelude
 
 MAX_ERRORS = 8  # compiler errors kept in BuildError.errors, from the first
 
@@ -383,14 +388,17 @@ def _run_check(cmd: list[str], workdir: Path, flags: dict, arch: str) -> None:
     )
 
 
-def _syntax_check(sources: list[str], cuda_sources: list[str], flags: dict, workdir: Path, arch: str) -> None:
+def _syntax_check(
+    sources: list[str], cuda_sources: list[str], flags: dict, workdir: Path, arch: str, include: str = "given"
+) -> None:
     """Compile-check the sources without building a module (no CUDA torch). Raises BuildError.
 
     `flags` are the candidate's load_inline keyword arguments: its `extra_cuda_cflags` reach nvcc and its
     `extra_cflags` the host compiler, so a flag the real build refuses fails here too. The CUDA flags are
     first checked by `nvcc --dryrun -c` exactly as the real build passes them (with the evaluator's
     `-gencode` unless the candidate's flags name an architecture: `evaluator_arch_kept`; about 0.02 s),
-    then the sources by `nvcc -ptx` (`ptx_check_flags`). `extra_ldflags` are not checked: nothing links."""
+    then the sources by `nvcc -ptx` (`ptx_check_flags`). `extra_ldflags` are not checked: nothing links.
+    `include="prelude"` compiles the CUDA sources against the light torch/types.h (`light_first`)."""
     import torch.utils.cpp_extension as ce
 
     includes = []
@@ -420,6 +428,9 @@ def _syntax_check(sources: list[str], cuda_sources: list[str], flags: dict, work
             )
         )
         cuda_flags = [str(f).strip() for f in flags.get("extra_cuda_cflags") or []]
+        if include == "prelude":
+            prelude.write(workdir, cuda_sources)
+            cuda_flags.append(prelude.INCLUDE_FLAG)
         gencode = [f"-gencode=arch=compute_{sm},code=sm_{sm}"] if evaluator_arch_kept(cuda_flags) else []
         checks.append([nvcc, "--dryrun", *half, "--compiler-options", "-fPIC", *gencode, *cuda_flags,
                        "-std=c++17", "-c", str(cu), "-o", str(workdir / "cuda.o")])  # fmt: skip
@@ -443,6 +454,7 @@ _EXTENSION_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]torch/extension
 # errors that can come from a header the light include does not bring in (then the build is retried as given)
 _MISSING_DECL = re.compile(
     r"is undefined|has no member|not a member|was not declared|incomplete type|no instance of|pybind|"
+    r"no operator|no match for|"
     r"cannot open source file|No such file",
     re.IGNORECASE,
 )
@@ -460,20 +472,43 @@ def lighten_cuda_sources(cuda_sources: list[str]) -> list[str] | None:
     ]
 
 
+def _missing_declaration(error: BuildError) -> bool:
+    """Whether a failed build's errors include one in a source for want of a declaration (not a flag's
+    or the linker's: retrying those would repeat the failure, and on a GPU machine a whole build)."""
+    firsts = [
+        err.split("\n", 1)[0] for err in error.errors
+    ]  # an error's lines after its first quote the source
+    return any(_ERROR_RE.match(first) and _MISSING_DECL.search(first) for first in firsts)
+
+
 def light_first(cuda_sources: list[str], attempt):
-    """`attempt(sources, light)` with the lightened CUDA sources first (`lighten_cuda_sources`), then with
-    the sources as given when that failed for want of a declaration. A genuine error (one the candidate's
-    own sources would hit too) is raised at once. Returns (attempt's result, whether the light one served)."""
-    light = lighten_cuda_sources(cuda_sources) if cuda_sources else None
-    if light is not None:
+    """`attempt(sources, include)` with the lightest CUDA sources first: the light torch/types.h
+    (`include="prelude"`, `evaluator.prelude`) where it applies, then torch's torch/types.h with the
+    candidate's `#include <torch/extension.h>` dropped (`"types_h"`, `lighten_cuda_sources`), then the
+    sources as given (`"given"`), each next one only when the last failed for want of a declaration. A
+    genuine error (one the candidate's own sources would hit too) is raised at once. Returns (attempt's
+    result, the `include` that served)."""
+    lightened = lighten_cuda_sources(cuda_sources) if cuda_sources else None
+    tries = []
+    if cuda_sources and prelude.applies(lightened or cuda_sources):
+        tries.append((lightened or cuda_sources, "prelude"))
+    if lightened is not None:
+        tries.append((lightened, "types_h"))
+    for sources, include in tries:
         try:
-            return attempt(light, True), True
+            return attempt(sources, include), include
         except BuildError as e:
-            # a missing declaration is an error in a source (not a flag or the linker: retrying those
-            # would repeat the failure, and on a GPU machine a full build)
-            if not any(_ERROR_RE.match(err) and _MISSING_DECL.search(err.split("\n")[0]) for err in e.errors):
+            # the light header's own trouble (torch's torch/types.h reached through another of torch's
+            # headers, redefining its aliases) is never the candidate's
+            ours = include == "prelude" and any(prelude.FOLDER in err for err in e.errors)
+            if not (ours or _missing_declaration(e)):
                 raise
-    return attempt(cuda_sources, False), False
+    return attempt(cuda_sources, "given"), "given"
+
+
+# each try of light_first builds in a folder of its own, so that a module built one way is never taken for
+# one built another way
+_FOLDER_SUFFIX = {"prelude": "_p", "types_h": "_l", "given": ""}
 
 
 class LoadInlineWrapper:
@@ -529,7 +564,9 @@ class LoadInlineWrapper:
         if not self.cuda_torch and cu:
             check_dir = self.build_root / uname
             check_dir.mkdir(parents=True, exist_ok=True)
-            light_first(cu, lambda sources, _: _syntax_check(cpp, sources, flags, check_dir, self.arch))
+            light_first(
+                cu, lambda sources, include: _syntax_check(cpp, sources, flags, check_dir, self.arch, include)
+            )
             raise CudaUnavailable(
                 "this machine's torch has no CUDA: the CUDA sources passed an nvcc compile check "
                 f"(sm_{self.arch.replace('.', '')}) but cannot be built into a module or run here"
@@ -541,16 +578,13 @@ class LoadInlineWrapper:
         kwargs.setdefault("use_pch", False)
         if cu:
             args, kwargs = self._with_arch(args, kwargs)
-        module, light = light_first(
-            cu,
-            lambda sources, light: self._build(
-                name, uname + ("_l" if light else ""), cpp, sources, args, kwargs, flags
-            ),
+        module, include = light_first(
+            cu, lambda sources, include: self._build(name, uname, include, cpp, sources, args, kwargs, flags)
         )
         # cached: a module was built before and none was built now (not one of another name, none relinked)
         cached = bool(modules) and self._modules(uname) == modules
         self.builds.append({"name": str(name), "seconds": time.perf_counter() - t0, "cached": cached,
-                            "light_cuda_include": light, **self._path})  # fmt: skip
+                            "cuda_include": include, **self._path})  # fmt: skip
         if self.probe is not None:  # strict mode: each call of the module's functions is a custom launch
             from kb_agent.evaluator.kernel_probe import wrap_extension
 
@@ -560,7 +594,7 @@ class LoadInlineWrapper:
     def _modules(self, uname: str) -> dict[str, int]:
         """The built modules (.so) of this call's build folders, each with its modification time (ns)."""
         found = {}
-        for folder in (self.build_root / uname, self.build_root / (uname + "_l")):
+        for folder in (self.build_root / (uname + suffix) for suffix in _FOLDER_SUFFIX.values()):
             for so in folder.glob("*.so"):
                 with contextlib.suppress(OSError):
                     found[str(so)] = so.stat().st_mtime_ns
@@ -579,6 +613,15 @@ class LoadInlineWrapper:
 
     def _with_arch(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         """The call's arguments with `extra_cuda_cflags` as `arch_flags_for` makes them."""
+        try:
+            ours = self.ce._get_cuda_arch_flags()  # what TORCH_CUDA_ARCH_LIST gives (-gencode=...)
+        except Exception:  # noqa: BLE001 - an arch list torch refuses: its own build will say so
+            return args, kwargs
+        return self._with_cuda_cflags(args, kwargs, lambda given: arch_flags_for(given, ours))
+
+    def _with_cuda_cflags(self, args: tuple, kwargs: dict, change) -> tuple[tuple, dict]:
+        """The call's arguments with `extra_cuda_cflags` replaced by `change(given flags)`, wherever the
+        candidate passed them (by name or position); unchanged for a call load_inline itself refuses."""
         import inspect
 
         try:
@@ -586,23 +629,27 @@ class LoadInlineWrapper:
         except (TypeError, ValueError):  # a call load_inline itself refuses: it will say so
             return args, kwargs
         given = list(bound.arguments.get("extra_cuda_cflags") or [])
-        try:
-            ours = self.ce._get_cuda_arch_flags()  # what TORCH_CUDA_ARCH_LIST gives (-gencode=...)
-        except Exception:  # noqa: BLE001 - an arch list torch refuses: its own build will say so
-            return args, kwargs
-        fixed = arch_flags_for(given, ours)
+        fixed = change(given)
         if fixed == given:
             return args, kwargs
         bound.arguments["extra_cuda_cflags"] = fixed
         return bound.args[3:], bound.kwargs
 
-    def _build(self, name, uname: str, cpp: list[str], cu: list[str], args, kwargs, flags: dict):
+    def _build(
+        self, name, uname: str, include: str, cpp: list[str], cu: list[str], args, kwargs, flags: dict
+    ):
+        """One load_inline build of `cu` in its own folder (`uname` and the suffix of `include`, as
+        `light_first` names it); for "prelude" with the light torch/types.h first on nvcc's path."""
         import fcntl
 
         from kb_agent.evaluator.bindcache import JitHook, hooked
 
+        uname += _FOLDER_SUFFIX[include]
         build_dir = self.build_root / uname
         build_dir.mkdir(parents=True, exist_ok=True)
+        if include == "prelude":
+            prelude.write(build_dir, cu)
+            args, kwargs = self._with_cuda_cflags(args, kwargs, lambda given: [*given, prelude.INCLUDE_FLAG])
         kwargs = {**kwargs, "build_directory": str(build_dir)}
         # Every build of this directory holds an flock on .kb_lock, which the kernel drops when its process
         # dies. Holding it, a `lock` file torch left in the directory is stale (a build killed at its stage

@@ -42,7 +42,8 @@ show the evaluator's own overhead without the 1.6e9-element inputs of the real p
 Prints one JSON line per case:
 
     {"case": …, "median_s": …, "n": …, "stages": {stage: median seconds}, "goal_s": …, "goal_met": …,
-     "failed": [...], "skipped": [...], "child_start": {method: count}, "build_paths": {path: count}}
+     "failed": [...], "skipped": [...], "child_start": {method: count}, "build_paths": {path: count},
+     "cuda_includes": {include: count}}
 
 `median_s` is the median over kernels of the wall seconds of one evaluation (of the whole `python -c`
 process for stock_load_inline); `stages` the medians of `EvalResult.stages` (setup: the child's start
@@ -50,7 +51,8 @@ and imports; build: importing the candidate, extension builds included; correctn
 `compile` (`EvalResult.compile.seconds`), `child_start` (`EvalResult.child_start["seconds"]`, where the
 evaluator records how its child started) and, for the stock build, import_torch and build;
 `child_start` and `build_paths` count `EvalResult.child_start["method"]` and each
-`EvalResult.compile.builds[i]["path"]` where those fields exist. Only correct evaluations count;
+`EvalResult.compile.builds[i]["path"]` where those fields exist, `cuda_includes` each build's
+`cuda_include` (which torch header its .cu compiled against: "prelude", "types_h", "given"). Only correct evaluations count;
 others are listed under `failed` with their status. cpu_triton_in_solve adds `import_s` (the median
 of `python -c "import torch, triton"`), `ratio` (median_s / import_s, goal 1.2) and `first_s` (the
 solve's first evaluation, which starts what the evaluator keeps warm). Progress goes to stderr;
@@ -302,8 +304,11 @@ def summarise(case: str, recs: list[dict], skipped: list[str]) -> dict:
     paths = Counter(b.get("path") for r in ok for b in r["builds"] if b.get("path"))
     if starts:
         line["child_start"] = dict(starts)
+    includes = Counter(b.get("cuda_include") for r in ok for b in r["builds"] if b.get("cuda_include"))
     if paths:
         line["build_paths"] = dict(paths)
+    if includes:
+        line["cuda_includes"] = dict(includes)
     return line
 
 

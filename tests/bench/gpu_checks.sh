@@ -8,6 +8,9 @@
 # Groups (figures measured 2026-12-02 on one H200, at the commits of that day):
 #   evaluator   fork-server and Nsight Compute GPU tests, bench_ncu, bench_latency --small, the red-team
 #               table in strict mode (#11, #13, #15; ~7.5 min)
+#   latency     bench_latency at full sizes within LATENCY_BUDGET_S (330) seconds, LATENCY_ARGS added (#13)
+#   redteam     the red-team table in strict mode, as in `evaluator` (#11)
+#   prelude-tests  the GPU tests of the light torch/types.h (tests/evaluator/test_prelude.py)
 #   strategies  tests/bench/strategies_demo.sh: best-of-n, beam, a fork (#16; ~5 min; the fork's full
 #               recipe runs Nsight Compute on every correct turn)
 #   checks      `problems check` of each level in CHECK_LEVELS (default "1 2 3 4") at --jobs 8 (#19;
@@ -74,6 +77,17 @@ for group in "$@"; do
       step redteam 300 python3 tests/bench/redteam_table.py --device cuda --modes strict --jobs 4 --skip-slow \
         --jsonl "$OUT/redteam.jsonl"
       ;;
+    latency)
+      step latency "${LATENCY_LIMIT_S:-360}" python3 tests/bench/bench_latency.py --budget-s "${LATENCY_BUDGET_S:-330}" \
+        --json "$OUT/latency.json" ${LATENCY_ARGS:-}
+      ;;
+    redteam)
+      step redteam 300 python3 tests/bench/redteam_table.py --device cuda --modes strict --jobs 4 --skip-slow \
+        --jsonl "$OUT/redteam.jsonl"
+      ;;
+    prelude-tests)
+      step prelude_tests 240 python3 -m pytest -q -p no:cacheprovider -m gpu -s tests/evaluator/test_prelude.py
+      ;;
     strategies)
       KB_DB="$OUT/strategies.sqlite" step strategies 540 bash tests/bench/strategies_demo.sh
       ;;
@@ -103,7 +117,7 @@ print('\n'.join(r[0] for r in sqlite3.connect(sys.argv[1]).execute('select name 
         --exclude-degenerate --plot "$OUT/plots"
       ;;
     *)
-      echo "unknown group $group: evaluator, strategies, checks, gpu-tests, baseline, sweep or report" >&2
+      echo "unknown group $group: evaluator, latency, redteam, prelude-tests, strategies, checks, gpu-tests, baseline, sweep or report" >&2
       exit 2
       ;;
   esac

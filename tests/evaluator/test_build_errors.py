@@ -254,8 +254,8 @@ def test_light_include_retry_only_for_a_missing_declaration_in_a_source():
     calls = []
 
     def attempt(errors):
-        def run(sources, light):
-            calls.append(light)
+        def run(sources, include):
+            calls.append(include)
             raise BuildError("failed", errors, "")
 
         return run
@@ -263,13 +263,57 @@ def test_light_include_retry_only_for_a_missing_declaration_in_a_source():
     src = ["#include <torch/extension.h>\n__global__ void k() {}\n"]
     with pytest.raises(BuildError):
         light_first(src, attempt(["ld: cannot find -lfoo: No such file or directory"]))
-    assert calls == [True]  # a link or flag error would fail the same way again: no second build
+    assert calls == ["prelude"]  # a link or flag error would fail the same way again: no second build
     calls.clear()
     with pytest.raises(BuildError):
         light_first(
             src, attempt(['cuda.cu(4): error: identifier "at::cuda::getCurrentCUDAStream" is undefined'])
         )
-    assert calls == [True, False]
+    assert calls == ["prelude", "types_h", "given"]
+    calls.clear()
+    with pytest.raises(BuildError):  # a Tensor operator: ATen/TensorOperators.h is not in the light header
+        light_first(src, attempt(['cuda.cu(9): error: no operator "+" matches these operands']))
+    assert calls == ["prelude", "types_h", "given"]
+    calls.clear()
+    with pytest.raises(BuildError):  # as parse_compiler_errors gives them: with the source lines quoted
+        light_first(
+            src,
+            attempt(['cuda.cu(9): error: no operator "+" matches these operands\n   9 |   return y + 0;']),
+        )
+    assert calls == ["prelude", "types_h", "given"]
+    calls.clear()
+    with pytest.raises(BuildError):  # the light header in trouble: never the candidate's error
+        light_first(
+            src,
+            attempt(
+                [
+                    'types.h(70): error: variable "torch::kF64" has already been defined (previous '
+                    "definition at line 35 of kb_prelude/torch/types.h)"
+                ]
+            ),
+        )
+    assert calls == ["prelude", "types_h"]
+
+
+def test_light_first_takes_the_first_include_that_builds():
+    def attempt(sources, include):
+        if include == "prelude":
+            raise BuildError("failed", ['cuda.cu(3): error: namespace "at" has no member "native"'], "")
+        return sources
+
+    src = ["#include <torch/extension.h>\n__global__ void k() {}\n"]
+    built, include = light_first(src, attempt)
+    assert include == "types_h" and "torch/extension.h ->" in built[0]
+    # no extension.h to drop: the light header, then the sources as they are
+    built, include = light_first(["__global__ void k() {}\n"], attempt)
+    assert include == "given"
+
+
+def test_sources_that_need_the_whole_header_skip_the_light_one():
+    tried = []
+    for src in ("#include <torch/extension.h>\nnamespace py = pybind11;\n", "auto t = x.requires_grad_();\n"):
+        tried.append(light_first([src], lambda sources, include: include)[1])
+    assert tried == ["given", "given"]
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,107 @@
+"""A light `torch/types.h` for a candidate's CUDA sources, found before torch's own by nvcc.
+
+`load_inline` puts `#include <torch/types.h>` first in every `.cu`. That header is all of ATen (every
+operator's declaration through `ATen/Functions.h`, `NativeFunctions.h`), autograd's variable and its
+factories, and `torch/library.h`, and nvcc's three front ends (cudafe++, cicc, the host compiler) each parse
+it. Most candidates' `.cu` use only a Tensor's methods, a few factories (`torch::empty_like`,
+`torch::empty({n}, x.options())`), `TORCH_CHECK` and the `AT_DISPATCH_*` macros. The light header holds
+exactly that: `ATen/core/Tensor.h` (the Tensor class, its options and scalar types), `ATen/Dispatch.h`,
+one `ATen/ops/<name>.h` per operator whose name the sources call (the per-operator headers torch generates
+for its own sources), and the aliases torch/types.h gives namespace torch (`using namespace at`,
+`torch::kFloat32`, ...), read from this torch's own torch/types.h, so they follow its version.
+Measured with nvcc 13.0 on a 2-core machine, a one-kernel `.cu` (`torch::empty_like`, `TORCH_CHECK`):
+29.0 s against torch/types.h, 11.6 s against the light header; through `evaluator.nvccpar` 18.3 s and
+7.8 s.
+
+Where it goes: `write(folder, sources)` writes `<folder>/kb_prelude/torch/types.h`, and the build passes
+`-Ikb_prelude` to nvcc only (a path relative to the build folder, where ninja runs nvcc: no absolute path,
+which could contain "arch" and trip torch's architecture test, `build._torch_drops_arch`). `-I` folders are
+searched before torch's `-isystem` ones, so `#include <torch/types.h>` in the `.cu` finds this one; main.cpp
+(the bindings) is compiled as before, against the whole of torch/extension.h.
+
+The contract stays: sources that need more than the light header (`applies` says no to autograd, modules of
+the C++ frontend, operator libraries, pybind11, and an include of one of torch's umbrella headers) build
+against torch's header as before, and a light build that fails for want of a declaration (a Tensor operator
+such as `a + b`, which lives in `ATen/TensorOperators.h`, or a name only the whole of ATen declares) is built
+again without it (`build.light_first`); the build's record says which header served (`cuda_include`).
+What compiles against the light header means what it means against the whole: the Tensor class, the
+operators' declarations and the aliases are torch's own; only autograd's factory wrappers in namespace torch
+(`torch::empty_like` setting `requires_grad` from its options) are not there, and sources naming
+`requires_grad` or `autograd` do not get the light header.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+FOLDER = "kb_prelude"  # under the build folder; nvcc gets -I<FOLDER>
+INCLUDE_FLAG = f"-I{FOLDER}"
+
+# the sources need what only torch's whole header gives (or bring it in themselves)
+_NEEDS_WHOLE = re.compile(
+    r"\bautograd\b|requires_grad|\btorch::(?:nn|jit|optim|data|serialize|special|fft|linalg)\b|TORCH_LIBRARY"
+    r"|pybind11|PYBIND11_|\bpy::"
+    r'|^[ \t]*#[ \t]*include[ \t]*[<"](?:ATen/ATen\.h|torch/(?:torch|all|extension|library|script)\.h)[>"]',
+    re.MULTILINE,
+)
+# an operator's name: qualified (`torch::empty_like`, `at::zeros`) or called unqualified (`empty_like(x)`);
+# not a method (`.add(`, `->add(`), which the Tensor class declares
+_QUALIFIED = re.compile(r"\b(?:torch|at)\s*::\s*([A-Za-z_]\w*)")
+_CALLED = re.compile(r"(?<![.\w>:])([a-z_]\w*)\s*\(")
+_ALIAS = re.compile(
+    r"^\s*(using\s+namespace\s+at\s*;|using\s+std::\w+\s*;|using\s+\w+\s*=\s*[\w:]+\s*;"
+    r"|constexpr\s+auto\s+\w+\s*=\s*[\w:]+\s*;)"
+)
+_BASE = ("ATen/core/Tensor.h", "ATen/Dispatch.h", "c10/util/Exception.h", "optional")
+
+
+@functools.cache
+def _torch_include() -> Path:
+    import torch
+
+    return Path(torch.__file__).parent / "include"
+
+
+@functools.cache
+def torch_aliases() -> tuple[str, ...]:
+    """The declarations of namespace torch in this torch's torch/types.h that are aliases (`using namespace
+    at;`, `using Dtype = at::ScalarType;`, `constexpr auto kFloat32 = at::kFloat;`), in order; empty when
+    the header is not found or has no `using namespace at;` (then no light header is written)."""
+    path = _torch_include() / "torch" / "csrc" / "api" / "include" / "torch" / "types.h"
+    try:
+        text = path.read_text()
+    except OSError:
+        return ()
+    found = [m.group(1).strip() for ln in text.splitlines() if (m := _ALIAS.match(ln))]
+    return tuple(found) if any(re.fullmatch(r"using\s+namespace\s+at\s*;", a) for a in found) else ()
+
+
+def applies(cuda_sources: list[str]) -> bool:
+    """Whether the light header may be tried for these CUDA sources (see the module doc)."""
+    return bool(cuda_sources) and not _NEEDS_WHOLE.search("\n".join(cuda_sources)) and bool(torch_aliases())
+
+
+def operators(cuda_sources: list[str]) -> list[str]:
+    """The operators (names with an `ATen/ops/<name>.h` in this torch) that the sources name, sorted."""
+    text = "\n".join(cuda_sources)
+    ops = _torch_include() / "ATen" / "ops"
+    names = set(_QUALIFIED.findall(text)) | set(_CALLED.findall(text))
+    return sorted(n for n in names if (ops / f"{n}.h").is_file())
+
+
+def header(cuda_sources: list[str]) -> str:
+    """The text of the light torch/types.h for these sources."""
+    lines = ["#pragma once", "// kb-agent's light torch/types.h (kb_agent.evaluator.prelude)"]
+    lines += [f"#include <{h}>" for h in _BASE]
+    lines += [f"#include <ATen/ops/{name}.h>" for name in operators(cuda_sources)]
+    lines += ["namespace torch {", *torch_aliases(), "}  // namespace torch", ""]
+    return "\n".join(lines)
+
+
+def write(folder: Path, cuda_sources: list[str]) -> None:
+    """Write the light header under `folder` (the build folder), for `-Ikb_prelude` run from there."""
+    target = Path(folder) / FOLDER / "torch" / "types.h"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(header(cuda_sources))
