@@ -661,7 +661,9 @@ class LoadInlineWrapper:
             hook = JitHook(self.ce, self.bind_root, self._path)
             try:
                 with hooked(self.ce, hook):
-                    return self.original(uname, cpp, cu, *args, **kwargs)
+                    # copies: torch's load_inline adds its include and the pybind11 module to the lists it
+                    # is given, and a second try (light_first) would then define the module twice
+                    return self.original(uname, list(cpp), list(cu), *args, **kwargs)
             except RuntimeError as e:
                 log = str(e)
                 if "Error building extension" in log or "error" in log.lower():

@@ -126,3 +126,46 @@ def test_a_tensor_operator_falls_back_to_torchs_header_and_is_correct(kb_dataset
     r = _builds(src)
     assert r.status == Status.CORRECT, r.message
     assert [b["cuda_include"] for b in r.compile.builds] == ["types_h"]
+
+
+def test_an_unchanged_header_is_not_written_again(tmp_path):
+    # the .cu's dependency file names it: a newer one made ninja compile the .cu again (9.4 s on the H200)
+    import os
+
+    prelude.write(tmp_path, [RELU])
+    target = tmp_path / prelude.FOLDER / "torch" / "types.h"
+    os.utime(target, ns=(1_000_000_000, 1_000_000_000))
+    prelude.write(tmp_path, [RELU])
+    assert target.stat().st_mtime_ns == 1_000_000_000
+    prelude.write(tmp_path, [RELU + "auto w = torch::ones_like(x);"])
+    assert target.stat().st_mtime_ns != 1_000_000_000 and "ops/ones_like.h" in target.read_text()
+
+
+def test_a_second_try_gets_the_candidates_sources_not_what_load_inline_made_of_them(tmp_path):
+    # torch's load_inline adds its include and the pybind11 module to the very lists it is given; the try
+    # after a failed light build then defined the module twice (seen on the H200: "redefinition of PyInit_")
+    import torch.utils.cpp_extension as ce
+
+    from kb_agent.evaluator.build import LoadInlineWrapper
+
+    seen = []
+
+    def fake(name, cpp_sources, cuda_sources=None, *args, **kwargs):
+        seen.append((list(cpp_sources), list(cuda_sources)))
+        cpp_sources.insert(0, "#include <torch/extension.h>")
+        cpp_sources.append("PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {}")
+        cuda_sources.insert(0, "#include <torch/types.h>")
+        if len(seen) == 1:
+            raise RuntimeError(
+                "Error building extension 'x':\ncuda.cu(9): error: no operator \"+\" matches these operands"
+            )
+        return "module"
+
+    fake.__wrapped__ = ce.load_inline  # load_inline's signature, for the wrapper's reading of the arguments
+    wrapper = LoadInlineWrapper(tmp_path, "9.0", cuda_torch=True, salt="t")
+    wrapper.original = fake
+    decl = "torch::Tensor relu_cuda(torch::Tensor x);"
+    assert wrapper("x", decl, "#include <torch/extension.h>\n" + RELU, functions=["relu_cuda"]) == "module"
+    assert [cpp for cpp, _ in seen] == [[decl], [decl]]
+    assert [cu[0].startswith("// kb-agent: torch/extension.h") for _, cu in seen] == [True, True]
+    assert [b["cuda_include"] for b in wrapper.builds] == ["types_h"]
