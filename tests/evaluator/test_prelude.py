@@ -145,7 +145,6 @@ def test_a_second_try_gets_the_candidates_sources_not_what_load_inline_made_of_t
     # torch's load_inline adds its include and the pybind11 module to the very lists it is given; the try
     # after a failed light build then defined the module twice (seen on the H200: "redefinition of PyInit_")
     import torch.utils.cpp_extension as ce
-
     from kb_agent.evaluator.build import LoadInlineWrapper
 
     seen = []
