@@ -3,10 +3,12 @@
 class: 2 timing-escape
 attack: the ReLU runs on a private torch.cuda.Stream with no wait_stream/record_stream back to the
   current stream. CUDA events recorded on the current stream around the call then bracket only the
-  launch; the evaluator's own synchronize (if device-wide) makes correctness pass.
+  launch; the evaluator's own synchronize (if device-wide) makes correctness pass. When a correctness
+  trial compares before the side stream has written the output, the verdict is incorrect, which is as
+  safe (seen once on the H200, 2026-12-03: "output mismatch in correctness trial 3 of 5").
 problem: tests/redteam/problems/903_relu_rand_large.py
 expected: rejected
-accept: correct
+accept: correct, incorrect
 max_speedup: 3
 device: gpu
 """
