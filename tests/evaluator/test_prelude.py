@@ -109,7 +109,8 @@ def test_a_candidate_builds_against_the_light_header_and_is_correct(kb_dataset):
     src = (Path(__file__).resolve().parent.parent / "candidates" / "cuda_relu.py").read_text()
     r = _builds(src.replace('name="relu_ext"', 'name="relu_light"'))
     assert r.status == Status.CORRECT, r.message
-    assert [b["cuda_include"] for b in r.compile.builds] == ["prelude"]
+    # a split evaluation records the build child's build and the run child's
+    assert {b["cuda_include"] for b in r.compile.builds} == {"prelude"}
 
 
 @pytest.mark.gpu
@@ -125,7 +126,7 @@ def test_a_tensor_operator_falls_back_to_torchs_header_and_is_correct(kb_dataset
     assert "return y + 0;" in src
     r = _builds(src)
     assert r.status == Status.CORRECT, r.message
-    assert [b["cuda_include"] for b in r.compile.builds] == ["types_h"]
+    assert {b["cuda_include"] for b in r.compile.builds} == {"types_h"}
 
 
 def test_an_unchanged_header_is_not_written_again(tmp_path):
