@@ -538,22 +538,32 @@ def _clean_env() -> dict[str, str]:
     return env
 
 
-def _sandboxed(staging: Path, argv: list[str], timeout_s: float) -> subprocess.CompletedProcess:
-    """Run `argv` in `staging` under the narrow sandbox (writes only there), in a process of its own."""
+def _sandboxed(
+    staging: Path, argv: list[str], timeout_s: float, readable: list[Path] = ()
+) -> subprocess.CompletedProcess:
+    """Run `argv` in `staging` under the narrow sandbox (writes only there; reads the system, Python,
+    torch and the `readable` folders), in a process of its own."""
     env = {**_clean_env(), "TMPDIR": str(staging / "tmp")}
     (staging / "tmp").mkdir(exist_ok=True)
-    cmd = [sys.executable, "-m", "kb_agent.evaluator.bindcache", "run", str(staging), *argv]
+    reads = [f"--read={p}" for p in readable]
+    cmd = [sys.executable, "-m", "kb_agent.evaluator.bindcache", "run", str(staging), *reads, "--", *argv]
     return subprocess.run(cmd, cwd=staging, env=env, capture_output=True, text=True, timeout=timeout_s,
                           start_new_session=True)  # fmt: skip
 
 
 def _run_main(staging: str, argv: list[str]) -> int:
-    """`python -m kb_agent.evaluator.bindcache run STAGING CMD...`: CMD in STAGING, confined to writing
-    there (where Landlock is; else as it is: `refusal` already kept paths out)."""
+    """`python -m kb_agent.evaluator.bindcache run STAGING [--read=DIR ...] -- CMD...`: CMD in STAGING,
+    confined to writing there and reading the narrow profile's folders and each DIR (where Landlock is;
+    else as it is: `refusal` already kept paths out)."""
     from kb_agent.evaluator.sandbox import SandboxUnavailable, restrict
 
+    reads = []
+    while argv and argv[0].startswith("--read="):
+        reads.append(argv.pop(0).split("=", 1)[1])
+    if argv and argv[0] == "--":
+        argv = argv[1:]
     with contextlib.suppress(SandboxUnavailable):
-        restrict([staging], "narrow")
+        restrict([staging], "narrow", readable=reads)
     return subprocess.run(argv, cwd=staging).returncode
 
 
@@ -630,7 +640,10 @@ def _compile_for_cache(req: dict, root: Path, timeout_s: float, pch: bool) -> di
         ninja = ninja.replace(PLACEHOLDER, module_name(key))
         header = find_pch(root, pch_key(spec)) if pch else None
         (staging / "build.ninja").write_text(with_pch(ninja, header) if header else ninja)
-        r = _sandboxed(staging, ["ninja", "-j1", "main.o"], timeout_s)
+        # the precompiled header lives in the cache, which the narrow profile does not read: granted here
+        # (without it g++ could not open it, every publish after the first header failed, and refinement
+        # turns found no binding object: 2 hits of 10 on the H200, 2026-12-03)
+        r = _sandboxed(staging, ["ninja", "-j1", "main.o"], timeout_s, [header.parent] if header else [])
         obj = staging / "main.o"
         if r.returncode != 0 or not obj.is_file():
             return {"status": "failed", "reason": (r.stdout + r.stderr)[-2000:]}
@@ -741,4 +754,6 @@ if __name__ == "__main__":
         for outcome in publish(sys.argv[2], sys.argv[3], pch=os.environ.get("KB_BINDING_PCH", "1") != "0"):
             print(json.dumps(outcome), flush=True)
         sys.exit(0)
-    sys.exit("usage: python -m kb_agent.evaluator.bindcache publish BUILD_ROOT CACHE | run STAGING CMD...")
+    sys.exit(
+        "usage: python -m kb_agent.evaluator.bindcache publish BUILD_ROOT CACHE | run STAGING [--read=DIR ...] -- CMD..."
+    )
