@@ -192,6 +192,12 @@ def lookup(root: Path, key: str, main_cpp: str, spec: list[str]) -> tuple[bytes 
         entry = json.loads((d / "entry.json").read_text())
         data = (d / "main.o").read_bytes()
     except FileNotFoundError:
+        failed = last_failed_publish(root, key)
+        if failed:
+            return (
+                None,
+                f"no binding object for these declarations: the harness's last publish of them failed ({failed})",
+            )
         return None, "no binding object for these declarations yet"
     except (OSError, ValueError) as e:
         return None, f"the cached binding object could not be read ({type(e).__name__}: {e})"
@@ -202,6 +208,31 @@ def lookup(root: Path, key: str, main_cpp: str, spec: list[str]) -> tuple[bytes 
     if bad:
         return None, f"the cached binding object failed its check ({', '.join(bad)} differ); compiled here"
     return data, ""
+
+
+PUBLISH_LOG_TAIL = 256 * 1024  # bytes of publish.log read for a key's last outcome
+
+
+def last_failed_publish(root: Path, key: str) -> str:
+    """The end of the reason of `key`'s last publish in `root`/publish.log when that one failed, else "".
+    (A publish that failed in silence left every later build of the same declarations compiling main.cpp
+    again, and the build records said only that there was no object yet.)"""
+    try:
+        with open(root / "publish.log", "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - PUBLISH_LOG_TAIL))
+            lines = f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return ""
+    for line in reversed(lines):
+        try:
+            outcome = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(outcome, dict) and outcome.get("key") == key:
+            if outcome.get("status") != "failed":
+                return ""
+            return " ".join(str(outcome.get("reason") or "no reason").split())[-300:]
+    return ""
 
 
 def find_pch(root: Path, key: str) -> Path | None:

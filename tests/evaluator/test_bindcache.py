@@ -374,3 +374,32 @@ def test_an_own_build_compiles_main_cpp_against_the_cached_precompiled_header(tm
     # failed, and refinement turns on the H200 found the binding object 2 times of 10)
     (outcome,) = bindcache.publish(tmp_path / "cand", root)
     assert outcome["status"] == "published" and outcome["reason"] == "with the precompiled header", outcome
+
+
+def test_a_build_record_says_when_the_last_publish_of_its_declarations_failed(tmp_path):
+    root = tmp_path / "bindings"
+    root.mkdir()
+    key = "ab" * 32
+    outcomes = [
+        {
+            "key": key,
+            "status": "failed",
+            "reason": "[1/1] c++ ... kb_torch_extension.h: Permission denied\nninja: stopped",
+        },
+        {"key": "cd" * 32, "status": "published", "reason": ""},
+    ]
+    (root / "publish.log").write_text("not json\n" + "\n".join(json.dumps(o) for o in outcomes) + "\n")
+    data, why = bindcache.lookup(root, key, "main", ["spec"])
+    assert data is None
+    assert why.startswith(
+        "no binding object for these declarations: the harness's last publish of them failed"
+    )
+    assert "Permission denied ninja: stopped" in why
+    # a later success (or no outcome at all) is the plain reason
+    with open(root / "publish.log", "a") as f:
+        f.write(json.dumps({"key": key, "status": "published", "reason": ""}) + "\n")
+    assert bindcache.lookup(root, key, "main", ["spec"])[1] == "no binding object for these declarations yet"
+    assert (
+        bindcache.lookup(root, "ef" * 32, "main", ["spec"])[1]
+        == "no binding object for these declarations yet"
+    )
