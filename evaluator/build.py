@@ -48,9 +48,10 @@ from kb_agent.evaluator import prelude
 
 MAX_ERRORS = 8  # compiler errors kept in BuildError.errors, from the first
 
-# a diagnostic with a place: nvcc's front end `cuda.cu(12): error: ...`, g++ `/build/main.cpp:3:5: error: ...`
+# a diagnostic with a place: nvcc's front end `cuda.cu(12): error: ...`, g++ `/build/main.cpp:3:5: error: ...`;
+# the file's path may hold spaces and parentheses (a build folder under `/home/Jane Doe/` or `build (2)/`)
 _ERROR_RE = re.compile(
-    r"^(?P<file>[^\s:()]+?)(?:\((?P<l1>\d+)\)|:(?P<l2>\d+)(?::\d+)?):\s*(?:fatal\s+|catastrophic\s+)?error\b[:\s]*"
+    r"^(?P<file>[^\s:][^:]*?)(?:\((?P<l1>\d+)\)|:(?P<l2>\d+)(?::\d+)?):\s*(?:fatal\s+|catastrophic\s+)?error\b[:\s]*"
     r"(?P<msg>.*)$"
 )
 # CUDA tools: `nvcc fatal   : Unsupported gpu architecture 'compute_70'`, `ptxas error   : Entry function ...`,

@@ -435,3 +435,27 @@ def test_a_wrapped_compiler_drivers_error_names_the_candidates_flag():
     assert len(errors) == 1 and errors[0].startswith("g++-real: error: unrecognized command-line option")
     assert "-fno-such-flag, which the candidate passed in extra_cflags" in errors[0]
     assert no_command_lines(errors)
+
+
+@pytest.mark.parametrize("folder", ["/home/Jane Doe/.cache/kb-agent/build/ab12", "/tmp/build (2)/ab12"])
+def test_an_error_in_a_build_folder_with_spaces_or_parentheses_is_parsed_and_retried(folder):
+    """Found by a new user: with KB_BUILD_DIR="/tmp/my build", a CUDA candidate using a Tensor operator
+    (`y + x * 0`) was a compile_error, since nvcc's error, which names the .cu by its absolute path, was not
+    recognised as one (no source line quoted) and the light header's retry never fired."""
+    log = (
+        f'{folder}/cuda.cu(16): error: no operator "*" matches these operands\n'
+        "            operand types are: at::Tensor * int\n"
+        f'1 error detected in the compilation of "{folder}/cuda.cu".\n'
+    )
+    errors = parse_compiler_errors(log)
+    assert errors[0].startswith('cuda.cu(16): error: no operator "*" matches these operands')
+    calls = []
+
+    def attempt(sources, include):
+        calls.append(include)
+        if include == "prelude":
+            raise BuildError("failed", errors, log)
+        return "module"
+
+    assert light_first(["__global__ void k() {}\n"], attempt) == ("module", "given")
+    assert calls == ["prelude", "given"]
