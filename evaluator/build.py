@@ -35,6 +35,7 @@ a compile error still comes back with its line.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import re
@@ -389,6 +390,24 @@ def _run_check(cmd: list[str], workdir: Path, flags: dict, arch: str) -> None:
     )
 
 
+@functools.cache
+def torch_cxx_std() -> str:
+    """The `-std=` flag this torch's cpp_extension builds extensions with (`-std=c++20` in torch 2.13, for nvcc
+    and the host compiler alike, `-std=c++17` in older ones), read from the function that writes its ninja
+    file; `-std=c++17` where that cannot be read. The compile check uses it, so that a candidate load_inline
+    builds (C++20's `consteval`, concepts, template lambdas) is not a compile error here."""
+    import inspect
+
+    import torch.utils.cpp_extension as ce
+
+    try:
+        text = inspect.getsource(ce._write_ninja_file_to_build_library)
+    except (AttributeError, OSError, TypeError):
+        text = ""
+    found = re.findall(r"-std=(c\+\+\d+)", text)
+    return f"-std={found[0]}" if found else "-std=c++17"
+
+
 def _syntax_check(
     sources: list[str], cuda_sources: list[str], flags: dict, workdir: Path, arch: str, include: str = "given"
 ) -> None:
@@ -417,6 +436,7 @@ def _syntax_check(
     half = ["-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
             "-D__CUDA_NO_HALF2_OPERATORS__", "--expt-relaxed-constexpr"]  # fmt: skip
     sm = arch.replace(".", "")
+    std = torch_cxx_std()
     checks: list[list[str]] = []
     if cuda_sources:
         nvcc = find_nvcc()
@@ -434,17 +454,15 @@ def _syntax_check(
             cuda_flags.append(prelude.INCLUDE_FLAG)
         gencode = [f"-gencode=arch=compute_{sm},code=sm_{sm}"] if evaluator_arch_kept(cuda_flags) else []
         checks.append([nvcc, "--dryrun", *half, "--compiler-options", "-fPIC", *gencode, *cuda_flags,
-                       "-std=c++17", "-c", str(cu), "-o", str(workdir / "cuda.o")])  # fmt: skip
+                       std, "-c", str(cu), "-o", str(workdir / "cuda.o")])  # fmt: skip
         # -o a real file: `nvcc -ptx --threads N -o /dev/null` never returns (nvcc 13.0)
-        checks.append([nvcc, "-ptx", "-std=c++17", *half, *defs, *inc, *ptx_check_flags(cuda_flags, arch),
+        checks.append([nvcc, "-ptx", std, *half, *defs, *inc, *ptx_check_flags(cuda_flags, arch),
                        str(cu), "-o", str(workdir / "cuda.ptx")])  # fmt: skip
     if sources:
         cpp = workdir / "main.cpp"
         cpp.write_text("\n".join(["#include <torch/extension.h>", *sources]))
         cxx = os.environ.get("CXX", "c++")
-        checks.append(
-            [cxx, "-fsyntax-only", "-std=c++17", *defs, *inc, *(flags.get("extra_cflags") or []), str(cpp)]
-        )
+        checks.append([cxx, "-fsyntax-only", std, *defs, *inc, *(flags.get("extra_cflags") or []), str(cpp)])
     # one after the other, CUDA first (where the errors usually are): each takes 20-60 s, mostly parsing
     # torch's headers, and the first failure is all the feedback needs
     for cmd in checks:

@@ -77,3 +77,24 @@ def test_flags_a_gpu_build_accepts_pass_the_compile_check(tmp_path):
     assert outcome == ["ok"], (
         getattr(outcome[0], "errors", outcome) if outcome else "still running after 300 s"
     )
+
+
+def test_the_compile_check_uses_the_cxx_standard_torchs_build_uses(tmp_path, monkeypatch):
+    """Found by a new user: the check compiled with -std=c++17 while torch 2.13's load_inline builds with
+    -std=c++20 (nvcc and g++), so a candidate using `consteval` was a compile_error on the CPU machine."""
+    import torch
+    from kb_agent.evaluator import build
+
+    if torch.__version__.startswith("2.13."):  # the pinned torch (constraints-cpu.txt)
+        assert build.torch_cxx_std() == "-std=c++20"
+    cmds = []
+    monkeypatch.setattr(build, "_run_check", lambda cmd, *a: cmds.append(cmd))
+    _syntax_check(["int f();"], [KERNEL], {}, tmp_path, "9.0")
+    assert len(cmds) == 3 and all(build.torch_cxx_std() in c and "-std=c++17" not in c for c in cmds)
+
+
+@pytest.mark.slow
+@needs_nvcc
+def test_a_cxx20_cuda_candidate_passes_the_compile_check():
+    r = run("cuda_relu_cpp20")
+    assert r.status == Status.RUNTIME_ERROR and "passed an nvcc compile check" in r.message, r.message
