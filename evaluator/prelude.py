@@ -6,6 +6,7 @@ factories, and `torch/library.h`, and nvcc's three front ends (cudafe++, cicc, t
 it. Most candidates' `.cu` use only a Tensor's methods, a few factories (`torch::empty_like`,
 `torch::empty({n}, x.options())`), `TORCH_CHECK` and the `AT_DISPATCH_*` macros. The light header holds
 exactly that: `ATen/core/Tensor.h` (the Tensor class, its options and scalar types), `ATen/Dispatch.h`,
+`c10/util/Logging.h` (`TORCH_CHECK_EQ` and its kin),
 one `ATen/ops/<name>.h` per operator whose name the sources call (the per-operator headers torch generates
 for its own sources), and the aliases torch/types.h gives namespace torch (`using namespace at`,
 `torch::kFloat32`, ...), read from this torch's own torch/types.h, so they follow its version.
@@ -54,7 +55,7 @@ _ALIAS = re.compile(
     r"^\s*(using\s+namespace\s+at\s*;|using\s+std::\w+\s*;|using\s+\w+\s*=\s*[\w:]+\s*;"
     r"|constexpr\s+auto\s+\w+\s*=\s*[\w:]+\s*;)"
 )
-_BASE = ("ATen/core/Tensor.h", "ATen/Dispatch.h", "c10/util/Exception.h", "optional")
+_BASE = ("ATen/core/Tensor.h", "ATen/Dispatch.h", "c10/util/Exception.h", "c10/util/Logging.h", "optional")
 
 
 @functools.cache

@@ -14,6 +14,7 @@ __global__ void relu_kernel(const float* x, float* y, int n) {
 }
 torch::Tensor relu_cuda(torch::Tensor x) {
   TORCH_CHECK(x.is_cuda(), "x must be a CUDA tensor");
+  TORCH_CHECK_GE(x.dim(), 1);  // c10/util/Logging.h: without it, a second build (found by a new user)
   auto y = torch::empty_like(x);
   auto z = at::zeros({1}, x.options().dtype(torch::kFloat32));
   int n = x.numel();
@@ -32,6 +33,7 @@ def test_the_operators_named_are_the_ones_with_a_header():
 def test_the_header_has_torchs_own_aliases_and_the_operators():
     text = prelude.header([RELU])
     assert "#include <ATen/core/Tensor.h>" in text and "#include <ATen/Dispatch.h>" in text
+    assert "#include <c10/util/Logging.h>" in text  # TORCH_CHECK_EQ and its kin
     assert "#include <ATen/ops/empty_like.h>" in text and "#include <ATen/ops/zeros.h>" in text
     aliases = prelude.torch_aliases()
     assert "using namespace at;" in aliases
