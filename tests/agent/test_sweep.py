@@ -4,6 +4,7 @@ The model and the evaluator are fakes here (slow on purpose, to overlap); test_s
 against the fake HTTP server."""
 
 import _thread
+import signal
 import threading
 import time
 
@@ -138,7 +139,16 @@ def test_the_shared_store_serialises_calls_from_many_threads(store):
     assert [len(store.turns(i)) for i in ids] == [20] * 5
 
 
-def test_interrupt_mid_sweep_then_resume_finishes_without_asking_twice(store):
+@pytest.fixture
+def python_sigint():
+    """Python's own SIGINT handler, which `_thread.interrupt_main` calls: a shell that starts pytest in
+    the background leaves SIGINT ignored, and then nothing is raised (found by a new user)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_interrupt_mid_sweep_then_resume_finishes_without_asking_twice(store, python_sigint):
     calls = []
 
     def hook(messages):  # the fourth model call: Ctrl-C in the main thread, as a signal would
