@@ -96,5 +96,12 @@ def test_the_compile_check_uses_the_cxx_standard_torchs_build_uses(tmp_path, mon
 @pytest.mark.slow
 @needs_nvcc
 def test_a_cxx20_cuda_candidate_passes_the_compile_check():
-    r = run("cuda_relu_cpp20")
+    # C++20 (`consteval`), which torch 2.13's load_inline builds with (-std=c++20): a valid candidate
+    src = (CANDIDATES / "cuda_relu.py").read_text()
+    launch = "relu_kernel<<<(n + 255) / 256, 256>>>"
+    assert launch in src
+    kernel = "torch::Tensor relu(torch::Tensor x) {"  # the .cu's function, not cpp_src's declaration
+    src = src.replace(kernel, "consteval int block_size() { return 256; }\n\n" + kernel)
+    src = src.replace(launch, "relu_kernel<<<(n + block_size() - 1) / block_size(), block_size()>>>")
+    r = evaluate(resolve_one("toy/relu"), src, EvalSettings(device="cpu"))
     assert r.status == Status.RUNTIME_ERROR and "passed an nvcc compile check" in r.message, r.message
