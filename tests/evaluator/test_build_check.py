@@ -105,3 +105,16 @@ def test_a_cxx20_cuda_candidate_passes_the_compile_check():
     src = src.replace(launch, "relu_kernel<<<(n + block_size() - 1) / block_size(), block_size()>>>")
     r = evaluate(resolve_one("toy/relu"), src, EvalSettings(device="cpu"))
     assert r.status == Status.RUNTIME_ERROR and "passed an nvcc compile check" in r.message, r.message
+
+
+@pytest.mark.slow
+@needs_nvcc
+def test_a_cu_using_the_cpp_frontend_passes_the_compile_check_through_the_retry():
+    # torch::nn comes with the torch/extension.h the candidate includes, not with torch/types.h: nvcc's
+    # `name followed by "::" must be a class or namespace` has to lead to the build as written (it was
+    # taken for the candidate's own error)
+    src = (CANDIDATES / "cuda_relu.py").read_text()
+    assert "    return y;\n}" in src
+    src = src.replace("    return y;\n}", "    return torch::nn::functional::relu(y);\n}")
+    r = evaluate(resolve_one("toy/relu"), src, EvalSettings(device="cpu"))
+    assert r.status == Status.RUNTIME_ERROR and "passed an nvcc compile check" in r.message, r.message
