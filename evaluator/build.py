@@ -491,110 +491,22 @@ def lighten_cuda_sources(cuda_sources: list[str]) -> list[str] | None:
     ]
 
 
-def _first_lines(error: BuildError) -> list[str]:
-    """Each of the errors' first line (the lines after it quote the source)."""
-    return [err.split("\n", 1)[0] for err in error.errors]
-
-
 def _missing_declaration(error: BuildError) -> bool:
     """Whether a failed build's errors include one in a source for want of a declaration (not a flag's
     or the linker's: retrying those would repeat the failure, and on a GPU machine a whole build)."""
-    return any(_ERROR_RE.match(first) and _MISSING_DECL.search(first) for first in _first_lines(error))
+    firsts = [
+        err.split("\n", 1)[0] for err in error.errors
+    ]  # an error's lines after its first quote the source
+    return any(_ERROR_RE.match(first) and _MISSING_DECL.search(first) for first in firsts)
 
 
-# the name a missing-declaration error is about: nvcc's front end (`identifier "at::foo" is undefined`,
-# `namespace "torch" has no member "foo"`) and g++ (`'foo' was not declared in this scope`,
-# `'foo' is not a member of 'at'`)
-_MISSING_NAME = re.compile(
-    r'identifier "(?P<a>[\w:~]+)" is undefined|has no member "(?P<b>\w+)"'
-    r"|'(?P<c>[\w:~]+)' was not declared|'(?P<d>[\w:~]+)' is not a member of|'(?P<e>[\w:~]+)' has not been declared"
-)
-# a conditional directive whose outcome a header could decide (the CUDA compiler's own macros cannot)
-_CONDITIONAL = re.compile(r"^[ \t]*#[ \t]*(?:if|ifdef|ifndef|elif)\b(?P<cond>.*)$", re.MULTILINE)
-
-
-def missing_names(error: BuildError) -> list[str] | None:
-    """The names the failed build's missing-declaration errors are about (last component of a
-    qualified name), or None when one of those errors names none (`no operator "+"`, an incomplete
-    type, a header not found: a heavier header may still help)."""
-    names = []
-    for first in _first_lines(error):
-        if not (_ERROR_RE.match(first) and _MISSING_DECL.search(first)):
-            continue
-        m = _MISSING_NAME.search(first)
-        if m is None:
-            return None
-        names.append(next(g for g in m.groups() if g).rsplit("::", 1)[-1].lstrip("~"))
-    return names or None
-
-
-@functools.cache
-def _compiler_dirs() -> tuple[str, ...]:
-    """The folders the host compiler searches for `#include <...>` (`c++ -E -v`) and those nvcc adds
-    (its `INCLUDES` and `SYSTEM_INCLUDES`, from `nvcc --dryrun`); () where either cannot be read."""
-    import tempfile
-
-    nvcc = find_nvcc()
-    if nvcc is None:
-        return ()
-    try:
-        cxx = subprocess.run([os.environ.get("CXX", "c++"), "-x", "c++", "-E", "-v", "-"], input="",
-                             capture_output=True, text=True, timeout=30)  # fmt: skip
-        listing = cxx.stderr.split("#include <...> search starts here:", 1)[1].split("End of search list.")[0]
-        with tempfile.TemporaryDirectory() as tmp:
-            dry = subprocess.run([nvcc, "--dryrun", "-x", "cu", "-c", os.devnull, "-o", f"{tmp}/x.o"],
-                                 capture_output=True, text=True, timeout=30)  # fmt: skip
-    except (OSError, IndexError, subprocess.SubprocessError):
-        return ()
-    lines = re.findall(r'^#\$ (?:SYSTEM_)?INCLUDES="?(.*)$', dry.stdout + dry.stderr, re.MULTILINE)
-    cuda = [d for ln in lines for d in re.findall(r'(?:-I|-isystem"? ")"?([^"\s]+)', ln)]
-    if not cuda:
-        return ()
-    return tuple(ln.strip() for ln in listing.splitlines() if ln.strip()) + tuple(cuda)
-
-
-def declared_nowhere(names: list[str], extra_dirs: list[str] = ()) -> bool:
-    """Whether none of `names` occurs as a word in any file of the folders a heavier header could bring
-    declarations from: torch's include folders, Python's, the host compiler's search folders (the
-    C and C++ libraries), the CUDA toolkit's and the candidate's `extra_include_paths`. A declaration
-    names what it declares, so then no heavier header can help. False whenever that cannot be told
-    (no compiler listing, grep failing)."""
-    import torch.utils.cpp_extension as ce
-
-    compiler = _compiler_dirs()
-    if not names or not compiler:
-        return False
-    dirs = [*ce.include_paths(), sysconfig.get_paths()["include"], *compiler, *extra_dirs]
-    dirs = [os.path.realpath(d) for d in dict.fromkeys(dirs) if os.path.isdir(d)]
-    pattern = [arg for n in dict.fromkeys(names) for arg in ("-e", n)]
-    try:
-        proc = subprocess.run(["grep", "-rqswF", *pattern, *dirs], capture_output=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return proc.returncode == 1  # 0: found; 2: trouble (then a heavier header is tried, as without this)
-
-
-def _only_cuda_conditionals(sources: list[str]) -> bool:
-    """Whether every `#if`/`#ifdef`/`#elif` of the sources tests only the CUDA compiler's macros
-    (`__CUDA_ARCH__`, `__CUDACC__`, ...), whose outcome no torch header changes."""
-    for m in _CONDITIONAL.finditer("\n".join(sources)):
-        words = set(re.findall(r"[A-Za-z_]\w*", m.group("cond"))) - {"defined"}
-        if any(not w.startswith("__CUDA") for w in words):
-            return False
-    return True
-
-
-def light_first(cuda_sources: list[str], attempt, include_dirs: list[str] = ()):
+def light_first(cuda_sources: list[str], attempt):
     """`attempt(sources, include)` with the lightest CUDA sources first: the light torch/types.h
     (`include="prelude"`, `evaluator.prelude`) where it applies, then torch's torch/types.h with the
     candidate's `#include <torch/extension.h>` dropped (`"types_h"`, `lighten_cuda_sources`), then the
     sources as given (`"given"`), each next one only when the last failed for want of a declaration. A
-    genuine error (one the candidate's own sources would hit too) is raised at once, and so is a
-    missing declaration of names that no header on the include path spells (`declared_nowhere`: a typo
-    such as `blockDimx` cost three builds, ~36 s of compile checks on a 2-core machine instead of 4 s),
-    unless a conditional directive of the sources could turn on a heavier header's macros.
-    `include_dirs`: the candidate's `extra_include_paths`. Returns (attempt's result, the `include` that
-    served)."""
+    genuine error (one the candidate's own sources would hit too) is raised at once. Returns (attempt's
+    result, the `include` that served)."""
     lightened = lighten_cuda_sources(cuda_sources) if cuda_sources else None
     tries = []
     if cuda_sources and prelude.applies(lightened or cuda_sources):
@@ -610,20 +522,7 @@ def light_first(cuda_sources: list[str], attempt, include_dirs: list[str] = ()):
             ours = include == "prelude" and any(prelude.FOLDER in err for err in e.errors)
             if not (ours or _missing_declaration(e)):
                 raise
-            names = None if ours else missing_names(e)
-            if (
-                names
-                and _only_cuda_conditionals(cuda_sources)
-                and declared_nowhere(names, list(include_dirs))
-            ):
-                raise
     return attempt(cuda_sources, "given"), "given"
-
-
-def _include_paths(flags: dict) -> list[str]:
-    """The candidate's `extra_include_paths` (a string or a list), as strings."""
-    given = flags.get("extra_include_paths") or []
-    return [str(p) for p in ([given] if isinstance(given, (str, os.PathLike)) else given)]
 
 
 # each try of light_first builds in a folder of its own, so that a module built one way is never taken for
@@ -685,9 +584,7 @@ class LoadInlineWrapper:
             check_dir = self.build_root / uname
             check_dir.mkdir(parents=True, exist_ok=True)
             light_first(
-                cu,
-                lambda sources, include: _syntax_check(cpp, sources, flags, check_dir, self.arch, include),
-                _include_paths(flags),
+                cu, lambda sources, include: _syntax_check(cpp, sources, flags, check_dir, self.arch, include)
             )
             raise CudaUnavailable(
                 "this machine's torch has no CUDA: the CUDA sources passed an nvcc compile check "
@@ -701,9 +598,7 @@ class LoadInlineWrapper:
         if cu:
             args, kwargs = self._with_arch(args, kwargs)
         module, include = light_first(
-            cu,
-            lambda sources, include: self._build(name, uname, include, cpp, sources, args, kwargs, flags),
-            _include_paths(flags),
+            cu, lambda sources, include: self._build(name, uname, include, cpp, sources, args, kwargs, flags)
         )
         # cached: a module was built before and none was built now (not one of another name, none relinked)
         cached = bool(modules) and self._modules(uname) == modules
