@@ -7,6 +7,7 @@ they tell the model what kind of mismatch it produced.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -52,6 +53,19 @@ def flat_chunks(x: torch.Tensor, y: torch.Tensor) -> Iterator[tuple[int, torch.T
         yield row * per_row, x[row : row + step].reshape(-1), y[row : row + step].reshape(-1)
 
 
+def _nonfinite_counts(x: torch.Tensor) -> tuple[int, int]:
+    """(NaN count, infinity count) of a floating-point or complex tensor, chunk by chunk (`flat_chunks`):
+    no 1.6e9-element boolean temporaries, one read of the counts at the end."""
+    nans, infs = [], []
+    for _, chunk, _ in flat_chunks(x, x):
+        nans.append(torch.isnan(chunk).sum())
+        infs.append(torch.isinf(chunk).sum())
+    if not nans:
+        return 0, 0
+    counts = torch.stack([torch.stack(nans).sum(), torch.stack(infs).sum()]).tolist()
+    return int(counts[0]), int(counts[1])
+
+
 def _allclose_or_false(e: torch.Tensor, a: torch.Tensor, atol: float, rtol: float) -> bool:
     """KernelBench's `torch.allclose(reference, candidate)`; where it raises (different dtypes, which
     KernelBench then counts as a failed trial) False."""
@@ -59,6 +73,37 @@ def _allclose_or_false(e: torch.Tensor, a: torch.Tensor, atol: float, rtol: floa
         return bool(_allclose(e, a, atol=atol, rtol=rtol))
     except RuntimeError:
         return False
+
+
+def _passing_stats(e: torch.Tensor, a: torch.Tensor, atol: float, rtol: float, result: TrialResult) -> bool:
+    """The common case, cheaply: when every chunk passes KernelBench's allclose and both outputs are
+    finite, fill the statistics of a passing trial (max/mean absolute and max relative difference,
+    no mismatches) and return True; otherwise change nothing and return False, and `_chunked_stats`
+    makes the full float64 account a mismatch needs. Differences are taken in the outputs' common
+    dtype (float32 at least) and summed in float64, each chunk's reductions left on the device until
+    one read at the end: for a 1.6e9-element fp32 output, about 0.05 s on an H200 instead of 0.3 s."""
+    if e.dtype != a.dtype or not (e.is_floating_point() and a.is_floating_point()):
+        return False
+    if result.nan_expected or result.inf_expected or result.nan_actual or result.inf_actual:
+        return False
+    work = torch.promote_types(e.dtype, torch.float32)
+    maxes, sums, rels = [], [], []
+    for _, ec, ac in flat_chunks(e, a):
+        if not _allclose_or_false(ec, ac, atol, rtol):
+            return False
+        ec, ac = ec.to(work), ac.to(work)
+        diff = (ac - ec).abs()
+        maxes.append(diff.amax())
+        sums.append(diff.sum(dtype=torch.float64))
+        rels.append((diff / ec.abs().clamp_min(1e-12)).amax())
+    max_diff, sum_diff, max_rel = (torch.stack(x).to(torch.float64) for x in (maxes, sums, rels))
+    max_diff, sum_diff, max_rel = float(max_diff.max()), float(sum_diff.sum()), float(max_rel.max())
+    if not all(math.isfinite(x) for x in (max_diff, sum_diff, max_rel)):  # an overflow: the full account
+        return False
+    result.max_abs_diff, result.max_rel_diff = max_diff, max_rel
+    result.mean_abs_diff = sum_diff / result.numel
+    result.mismatched, result.mismatch_fraction, result.first_mismatches = 0, 0.0, []
+    return True
 
 
 def _chunked_stats(
@@ -164,13 +209,13 @@ def compare_tensors(
     if a.device != e.device:
         a = a.to(e.device)
     if e.is_floating_point() or e.is_complex():
-        result.nan_expected = int(torch.isnan(e).sum())
-        result.inf_expected = int(torch.isinf(e).sum())
+        result.nan_expected, result.inf_expected = _nonfinite_counts(e)
     if a.is_floating_point() or a.is_complex():
-        result.nan_actual = int(torch.isnan(a).sum())
-        result.inf_actual = int(torch.isinf(a).sum())
+        result.nan_actual, result.inf_actual = _nonfinite_counts(a)
     evidence = None
-    if result.numel:
+    if result.numel and _passing_stats(e, a, atol, rtol, result):
+        passed = True
+    elif result.numel:
         passed, evidence = _chunked_stats(e, a, atol, rtol, result)
     else:
         passed = _allclose_or_false(e, a, atol, rtol)

@@ -53,6 +53,33 @@ def test_non_contiguous_outputs_chunk_in_slabs_with_the_same_statistics(monkeypa
     assert flat == list(range(0, 37 * 29, max(1, chunk // 29) * 29))[: len(flat)] and flat[0] == 0
 
 
+@pytest.mark.parametrize("chunk", [7, 1 << 24])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64])
+def test_a_passing_trial_gets_the_statistics_of_the_full_float64_account(monkeypatch, chunk, dtype):
+    monkeypatch.setattr(compare, "CHUNK_ELEMENTS", chunk)
+    g = torch.Generator().manual_seed(3)
+    e = torch.randn(41, 23, generator=g).to(dtype)
+    e[0, 0] = 0.0  # a zero reference element: the relative difference divides by the clamp
+    a = (e.double() + 1e-3 * torch.randn(41, 23, generator=g, dtype=torch.float64)).to(dtype)
+    fast = compare_outputs(e, a, 1e-2, 1e-2, 0, 0)
+    assert fast.passed and fast.mismatched == 0 and fast.first_mismatches == []
+    full = compare.TrialResult(trial=0, seed=0, passed=False, numel=e.numel())
+    passed, _ = compare._chunked_stats(e, a, 1e-2, 1e-2, full)
+    assert passed
+    for field in ("max_abs_diff", "mean_abs_diff", "max_rel_diff"):
+        assert getattr(fast, field) == pytest.approx(getattr(full, field), rel=1e-5), field
+    assert (fast.mismatched, fast.mismatch_fraction) == (full.mismatched, full.mismatch_fraction)
+
+
+def test_the_passing_shortcut_leaves_a_mismatch_or_a_non_finite_output_to_the_full_account():
+    e, a = _pair()
+    r = compare.TrialResult(trial=0, seed=0, passed=False, numel=e.numel())
+    assert not compare._passing_stats(e, a, 1e-4, 1e-4, r) and r.max_abs_diff is None
+    inf = torch.full((3,), float("inf"))
+    same = compare_outputs(inf, inf.clone(), 1e-4, 1e-4, 0, 0)
+    assert same.passed and same.inf_expected == 3 and same.max_abs_diff is None  # no finite difference
+
+
 def test_chunked_verdict_is_allclose_on_the_whole_tensor(monkeypatch):
     monkeypatch.setattr(compare, "CHUNK_ELEMENTS", 5)
     e = torch.linspace(-1, 1, 101)
