@@ -412,7 +412,8 @@ def test_no_preloaded_module_asks_whether_cuda_is_available_at_import():
     """On a GPU machine, torch.cuda.is_available() or device_count() at import runs cuInit, which starts a
     driver thread and leaves a driver no forked child can use: torch.utils.cpp_extension did that in the
     warm worker on the H200, and every evaluation was spawned. Here every preloaded module is imported
-    in a fresh interpreter with those calls made to fail loudly."""
+    in a fresh interpreter with those calls made to fail loudly, and so are the caches the zygote warms
+    (which must then hold Triton's key)."""
     probe = (
         "import sys, importlib, torch\n"
         "asked = []\n"
@@ -428,6 +429,12 @@ def test_no_preloaded_module_asks_whether_cuda_is_available_at_import():
         "        pass\n"
         "    if asked:\n"
         "        sys.exit(f'{name} asked at import:\\n' + asked[0])\n"
+        "from kb_agent.evaluator.zygote import warm_caches\n"
+        "warm_caches()\n"
+        "if asked:\n"
+        "    sys.exit('warm_caches asked:\\n' + asked[0])\n"
+        "from triton.runtime.cache import triton_key\n"
+        "assert triton_key.cache_info().currsize == 1, 'triton_key not computed'\n"
     )
     r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
