@@ -20,6 +20,7 @@ def run(ev) -> None:
     ref_in, new_in = ev.clone(inputs), ev.clone(inputs)
     info = TimingInfo(settings={"warmup": st.warmup, "discard": st.discard, "trials": st.timed_trials,
                                 "flush_l2": st.flush_l2})  # fmt: skip
+    graphs: dict = {}  # each model's CUDA graph, captured once for the device and reproducible figures
     try:
         if ev.device.type == "cuda":
             flusher = timing.L2Flusher(ev.device, st.flush_l2)
@@ -32,6 +33,7 @@ def run(ev) -> None:
                 method, times = timing.time_device(
                     {"reference": (ev.ref_model, ref_in), "candidate": (ev.new_model, new_in)},
                     warmup=st.warmup, trials=st.timed_trials, flusher=flusher, atol=ev.atol, rtol=ev.rtol,
+                    graphs=graphs,
                 )  # fmt: skip
                 info.device_method = method
                 info.device_reference = timing.stats(times["reference"])
@@ -51,7 +53,8 @@ def run(ev) -> None:
         if st.repro_on(ev.device.type):  # the reproducible figure, beside parity (evaluator.timing)
             timing.time_repro(info, {"reference": (ev.ref_model, ref_in), "candidate": (ev.new_model, new_in)}, st,
                               device=ev.device, flusher=flusher if ev.device.type == "cuda" else None,
-                              atol=ev.atol, rtol=ev.rtol)  # fmt: skip
+                              atol=ev.atol, rtol=ev.rtol, graphs=graphs)  # fmt: skip
+        graphs.clear()  # their memory pools, before strict timing draws fresh inputs
         if ev.strict:
             strict_timing(ev, info, new_in, flusher if ev.device.type == "cuda" else None)
     except BaseException as e:  # noqa: BLE001
