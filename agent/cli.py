@@ -881,6 +881,14 @@ def solve_cmd(
             "curse); fast_p uses the re-timed speedup.",
         ),
     ] = True,
+    reuse: Annotated[
+        bool,
+        typer.Option(
+            "--reuse/--no-reuse",
+            help="A turn whose code repeats an earlier turn's of the run gets that verdict again instead of "
+            "a second evaluation (a timeout or runtime error is evaluated again).",
+        ),
+    ] = True,
     stage_limits: LimitsOpt = DEFAULT_LIMITS,
     feedback: Annotated[
         str, typer.Option(help="Feedback recipe: minimal, standard, full, or a comma list of components.")
@@ -955,7 +963,8 @@ def solve_cmd(
         try:
             config = SolveConfig(turns=turns, context=context, samples=samples, precision=precision, device=device,
                                  backend=backend or ("triton" if device == "cpu" else "cuda"),
-                                 strict=strict, sandbox=sandbox, retime_best=retime, stage_limits=stage_limits,
+                                 strict=strict, sandbox=sandbox, retime_best=retime, reuse_results=reuse,
+                                 stage_limits=stage_limits,
                                  token_budget=token_budget, cost_budget_usd=cost_budget, run_name=run_name,
                                  feedback=feedback, strategy=strategy, n=n, width=width, branch=branch,
                                  seed=seed)  # fmt: skip

@@ -225,7 +225,8 @@ def _ready(llm: LLMConfig, config: SolveConfig, evaluator: Evaluator | None, job
     model = model_for(llm)
     _preflight(model)
     if evaluator is None:
-        evaluator = pool(config.eval_settings()) if pool is not None else EvalPool(evaluator_settings(config))
+        evaluator = (pool(config.eval_settings()) if pool is not None
+                     else EvalPool(evaluator_settings(config), reuse_results=config.reuse_results))  # fmt: skip
     jobs = jobs or default_jobs(trajectories(), evaluator)
     if on_evaluator is not None:
         on_evaluator(evaluator)

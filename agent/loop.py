@@ -101,6 +101,10 @@ class SolveConfig:
     retime_best: bool = True
     """When a trajectory ends, re-time its best correct turn in a fresh process (against the winner's curse:
     the best of several noisy timings is biased upwards); fast_p then uses the re-timed speedup."""
+    reuse_results: bool = True
+    """A turn whose code equals an earlier turn's of the run (same problem and settings) gets that turn's
+    verdict and figures again, marked `EvalResult.reused`, instead of a second evaluation
+    (`EvalPool(reuse_results=True)`; a timeout or runtime error is evaluated again)."""
     stage_limits: str | None = None
     """Per-stage wall-clock limits of each evaluation, e.g. "build=600" (`StageLimits.parse`); None: defaults."""
     gpu_name: str | None = None

@@ -32,6 +32,16 @@ Executors. The default (`run_job_in_phases`) runs each job in fresh, isolated ch
 fakes in tests, Ray's tasks) holds a run slot for the whole of each job, as the first version of the
 pool did; the pool then has no build slots. A two-phase one (`run_phases=`) gets the job's `JobSlots`.
 
+Reuse. With `reuse_results=True` (what `solve` asks for) an "evaluate" job whose source, problem and
+settings equal those of an earlier job of the pool is not evaluated again: it gets a copy of that
+job's `EvalResult` with `reused` set (the earlier evaluation's stages and start) and no stages of its
+own, and a job arriving while its twin is still running waits for it. Only verdicts a second
+evaluation would repeat are reused (`REUSABLE`: correct, incorrect, compile_error, rejected); a
+timeout or runtime error, which load or the machine can cause, is evaluated again, as is anything
+that raised. A model that answers with the code it already sent costs no GPU time, and a repeated
+kernel's noisy timings do not get a second draw at best-of-trajectory's max (`solve`'s re-timing of
+each trajectory's winner is a "retime" job, never reused). The last `REUSE_KEPT` results are kept.
+
 Interface (what a Ray executor implements too): `run(job)` blocks and returns the job's result (an
 `EvalResult`, or the check's dict for a `check_problem` job), `submit(job)` returns a `Future` of it;
 `evaluate` / `retime` make the pool an `Evaluator` for the agent loop. `slots()` (run slots, then build
@@ -41,8 +51,12 @@ agent: no LLM, no store.
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import copy
 import dataclasses
+import hashlib
+import json
 import logging
 import os
 import threading
@@ -52,7 +66,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from kb_agent.evaluator.result import EvalResult
+from kb_agent.evaluator.result import EvalResult, Status
 from kb_agent.evaluator.settings import EvalSettings
 from kb_agent.evaluator.slots import Slot, Slots, default_gpu_cores, partition_cores
 from kb_agent.problems import Problem
@@ -60,6 +74,9 @@ from kb_agent.problems import Problem
 log = logging.getLogger(__name__)
 
 JOB_KINDS = ("evaluate", "retime", "check_problem")
+# the verdicts an evaluation of the same source would give again (see "Reuse" above)
+REUSABLE = frozenset({Status.CORRECT, Status.INCORRECT, Status.COMPILE_ERROR, Status.REJECTED})
+REUSE_KEPT = 4096  # results a pool keeps for reuse, the least recent dropped first
 
 
 @dataclass(frozen=True)
@@ -167,6 +184,15 @@ def cpu_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def reused(earlier: EvalResult) -> EvalResult:
+    """A copy of `earlier` for a job that repeats it: `reused` holds its stages and start, and the copy
+    has no stages (nothing ran: no GPU-seconds for the store's `gpu_s`)."""
+    result = copy.deepcopy(earlier)
+    result.reused = {"stages": dict(earlier.stages), "child_start": dict(earlier.child_start)}
+    result.stages, result.child_start = {}, {}
+    return result
+
+
 class EvalPool:
     """Evaluation slots shared by every thread of a process (see the module docstring).
 
@@ -181,6 +207,8 @@ class EvalPool:
         run_job: a one-phase executor (a job holds a run slot throughout; no build slots); tests pass fakes.
         run_phases: a two-phase executor, given each job's `JobSlots`; the default, with neither given,
             is `run_job_in_phases` (fresh child processes).
+        reuse_results: give an "evaluate" job the (copied) result of an earlier one of the same source,
+            problem and settings instead of evaluating it again (see "Reuse" in the module docstring).
 
     Raises:
         ValueError: a CUDA device with no GPU visible, a slot count below 1, or both executors given.
@@ -197,8 +225,11 @@ class EvalPool:
         gpu_cores: int | None = None,
         run_job: RunJob | None = None,
         run_phases: RunPhases | None = None,
+        reuse_results: bool = False,
     ):
         self.settings = settings or EvalSettings()
+        self.reuse_results = reuse_results
+        self._earlier: collections.OrderedDict[str, Future] = collections.OrderedDict()
         if run_job is not None and run_phases is not None:
             raise ValueError("give the pool one executor: run_job (one phase) or run_phases (two)")
         self._run_job = run_job
@@ -266,7 +297,40 @@ class EvalPool:
         and return its result: with a one-phase executor it holds a run slot throughout; with a
         two-phase one it takes a build slot and then a run slot as its evaluation asks (`JobSlots`). A
         KeyboardInterrupt while waiting or running propagates (the runner kills the job's child first)
-        and frees its slot."""
+        and frees its slot. With `reuse_results`, an earlier twin's result instead (module docstring)."""
+        key = self._reuse_key(job)
+        if key is None:
+            return self._run_now(job)
+        with self._cond:
+            earlier = self._earlier.get(key)
+            if earlier is None:
+                mine = self._earlier[key] = Future()
+                while len(self._earlier) > REUSE_KEPT:
+                    self._earlier.popitem(last=False)
+            else:
+                self._earlier.move_to_end(key)
+        if earlier is not None:
+            found = earlier.result()
+            return reused(found) if found is not None else self._run_now(job)
+        result = None
+        try:
+            result = self._run_now(job)
+            return result
+        finally:
+            keep = isinstance(result, EvalResult) and result.status in REUSABLE
+            if not keep:
+                with self._cond:
+                    if self._earlier.get(key) is mine:
+                        del self._earlier[key]
+            mine.set_result(result if keep else None)  # a twin waiting evaluates itself on None
+
+    def _reuse_key(self, job: EvalJob) -> str | None:
+        if not self.reuse_results or job.kind != "evaluate":
+            return None
+        what = [job.problem.to_dict(), job.source, job.settings.to_dict()]
+        return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()
+
+    def _run_now(self, job: EvalJob) -> Any:
         slots = JobSlots(self, job)
         if self._run_phases is not None:
             return self._run_phases(job, slots)

@@ -267,6 +267,10 @@ class EvalResult:
     # how the child started: {"method": "fork" (from the warm worker, evaluator.zygote) or "spawn",
     # "reason": why it was spawned ("" when forked), "seconds": from asking to a running child}
     child_start: dict[str, Any] = field(default_factory=dict)
+    # set when nothing ran for this result: it repeats an earlier evaluation of the same source, problem
+    # and settings in the same pool (`EvalPool(reuse_results=True)`); that evaluation's "stages" and
+    # "child_start" (this result's own `stages` are empty: no GPU-seconds)
+    reused: dict[str, Any] | None = None
     schema_version: int = SCHEMA_VERSION
 
     @property

@@ -381,3 +381,23 @@ def test_config_refuses_bad_evaluation_settings_and_maps_them():
                     stage_limits="build=7").eval_settings()  # fmt: skip
     assert (s.backend, s.device, s.precision, s.strict, s.sandbox) == ("triton", "cpu", "bf16", False, False)
     assert s.limits.build_s == 7 and s.limits.timing_s == SolveConfig().eval_settings().limits.timing_s
+
+
+def test_a_reply_repeating_earlier_code_reuses_its_verdict_and_costs_no_gpu_seconds(store):
+    from kb_agent.evaluator.pool import EvalPool
+    from kb_agent.evaluator.settings import EvalSettings
+
+    calls = []
+
+    def fake(job):
+        calls.append(job.source)
+        return EvalResult(Status.CORRECT, speedup=1.2, stages={"correctness": 1.0, "timing": 2.0})
+
+    pool = EvalPool(EvalSettings(device="cpu"), cpu_slots=1, run_job=fake, reuse_results=True)
+    run_id = solve([RELU], cfg(turns=3, retime_best=False), ScriptedModel([code("a"), code("a"), code("b")]),
+                   pool, store)  # fmt: skip
+    turns = store.turns(only_traj(store, run_id)["id"])
+    assert len(calls) == 2 and [t["status"] for t in turns] == ["correct"] * 3
+    assert turns[1]["eval_json"]["reused"]["stages"] == {"correctness": 1.0, "timing": 2.0}
+    assert turns[0]["eval_json"]["reused"] is None and turns[2]["eval_json"]["reused"] is None
+    assert [r["gpu_s"] for r in sorted(store.turn_summaries(run_id), key=lambda r: r["idx"])] == [3.0, 0, 3.0]

@@ -14,7 +14,10 @@ Triton candidate of tests/bench/repro_kernels/. Cases, each evaluated through th
     first_build_cuda    a new CUDA candidate, nothing of it in the build cache: build + full evaluation
     refine_same_decls   then a second candidate with the same C++ declarations and a changed .cu (another
                         block size, the load through __ldg): what a refinement turn costs
-    identical_again     then the first source again, its build cached
+    identical_again     then the first source again, its build cached: a fresh evaluation of it
+    identical_in_solve  then the first source once more, through the evaluation pool of a `solve`
+                        (`EvalPool(reuse_results=True)`, which evaluated the first build): a turn whose
+                        code repeats an earlier turn's gets that verdict again, nothing evaluated
     triton              a new Triton candidate, its Triton cache empty
     stock_load_inline   the same CUDA kernel built by torch's plain `load_inline` in a fresh process
                         (`python -c`: no evaluator; torch's default flags, TORCH_CUDA_ARCH_LIST unset,
@@ -32,7 +35,9 @@ a new worker per case, which no `solve` does). Before the first case, one untime
 torch-only candidate starts whatever the evaluator keeps warm (--no-warmup: none; the CPU row has
 none either: a solve's first evaluation starts it, and that evaluation is reported as `first_s`).
 
-Order: kernel by kernel, stock_load_inline, first_build_cuda, refine_same_decls, identical_again, triton.
+Order: kernel by kernel, stock_load_inline, first_build_cuda, refine_same_decls, identical_again,
+identical_in_solve, triton. first_build_cuda goes through that pool (its one-phase executor calls
+`evaluate` as every other case does), the other cases call `evaluate` directly.
 No item starts when the seconds left in --budget-s (from the start of this script) are fewer than its
 estimate (the median of its case so far, else the issue's figure of today, PRIOR_S); it is skipped and
 named in its case's `skipped`; so are the cases that need a skipped or failed first build. Split a
@@ -52,7 +57,8 @@ and imports; build: importing the candidate, extension builds included; correctn
 evaluator records how its child started) and, for the stock build, import_torch and build;
 `child_start` and `build_paths` count `EvalResult.child_start["method"]` and each
 `EvalResult.compile.builds[i]["path"]` where those fields exist, `cuda_includes` each build's
-`cuda_include` (which torch header its .cu compiled against: "prelude", "types_h", "given"). Only correct evaluations count;
+`cuda_include` (which torch header its .cu compiled against: "prelude", "types_h", "given"), `reused`
+the results that repeat an earlier evaluation (`EvalResult.reused`). Only correct evaluations count;
 others are listed under `failed` with their status. cpu_triton_in_solve adds `import_s` (the median
 of `python -c "import torch, triton"`), `ratio` (median_s / import_s, goal 1.2) and `first_s` (the
 solve's first evaluation, which starts what the evaluator keeps warm). Progress goes to stderr;
@@ -78,6 +84,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from kb_agent.evaluator import EvalResult, EvalSettings, Status, evaluate  # noqa: E402
+from kb_agent.evaluator.pool import EvalJob, EvalPool  # noqa: E402
 from kb_agent.problems import Problem, resolve_one  # noqa: E402
 
 TRITON_KERNELS = Path(__file__).resolve().parent / "repro_kernels"
@@ -108,14 +115,16 @@ KERNELS = {
     "hardsigmoid": Kernel("1/28", "fminf(fmaxf(v / 6.0f + 0.5f, 0.0f), 1.0f)", "l1_p28_hardsigmoid.py"),
 }
 DEFAULT_KERNELS = ("relu", "sigmoid", "tanh", "softsign", "hardtanh", "gelu_tanh")
-GPU_CASES = ("stock_load_inline", "first_build_cuda", "refine_same_decls", "identical_again", "triton")
+GPU_CASES = ("stock_load_inline", "first_build_cuda", "refine_same_decls", "identical_again", "identical_in_solve",
+             "triton")  # fmt: skip
 CPU_CASES = ("cpu_triton_in_solve",)
 # issue 13's goals on the H200 (seconds; for the CPU row, a ratio to `import torch, triton`)
-GOALS = {"first_build_cuda": 12.0, "refine_same_decls": 8.0, "triton": 3.0, "identical_again": 1.5}
+GOALS = {"first_build_cuda": 12.0, "refine_same_decls": 8.0, "triton": 3.0, "identical_again": 1.5,
+         "identical_in_solve": 1.5}  # fmt: skip
 CPU_GOAL_RATIO = 1.2
 # the issue's figures of today (s), the estimate of an item before its case has one of its own
 PRIOR_S = {"stock_load_inline": 60.0, "first_build_cuda": 45.0, "refine_same_decls": 45.0,
-           "identical_again": 15.0, "triton": 15.0}  # fmt: skip
+           "identical_again": 15.0, "identical_in_solve": 1.0, "triton": 15.0}  # fmt: skip
 SMALL = {"batch_size": 16, "dim": 1024}  # elements of a shrunk problem (the toy problems' size)
 
 CUDA_TEMPLATE = '''import torch
@@ -254,13 +263,14 @@ def record(case: str, name: str, kernel: Kernel, r: EvalResult, wall_s: float) -
     builds = list(getattr(r.compile, "builds", None) or [])
     return {"case": case, "kernel": name, "problem": kernel.problem, "status": str(r.status),
             "message": "" if r.status == Status.CORRECT else r.message[:400], "wall_s": round(wall_s, 3),
-            "stages": stages, "child_start": start, "builds": builds}  # fmt: skip
+            "stages": stages, "child_start": start, "builds": builds, "reused": r.reused is not None}  # fmt: skip
 
 
 def timed_evaluate(case: str, name: str, kernel: Kernel, problem: Problem, source: str, backend: str,
-                   device: str) -> dict:  # fmt: skip
+                   device: str, pool: EvalPool | None = None) -> dict:  # fmt: skip
+    settings = EvalSettings(backend=backend, device=device)
     t0 = time.perf_counter()
-    r = evaluate(problem, source, EvalSettings(backend=backend, device=device))
+    r = pool.run(EvalJob(problem, source, settings)) if pool else evaluate(problem, source, settings)
     rec = record(case, name, kernel, r, time.perf_counter() - t0)
     log(f"{case} {name} ({kernel.problem}): {rec['status']} {rec['wall_s']:.2f} s {rec['stages']}"
         + (f" - {rec['message'][:200]}" if rec["message"] else ""))  # fmt: skip
@@ -304,6 +314,8 @@ def summarise(case: str, recs: list[dict], skipped: list[str]) -> dict:
     paths = Counter(b.get("path") for r in ok for b in r["builds"] if b.get("path"))
     if starts:
         line["child_start"] = dict(starts)
+    if any(r.get("reused") for r in ok):
+        line["reused"] = sum(1 for r in ok if r.get("reused"))
     includes = Counter(b.get("cuda_include") for r in ok for b in r["builds"] if b.get("cuda_include"))
     if paths:
         line["build_paths"] = dict(paths)
@@ -328,15 +340,24 @@ def gpu_cases(names: list[str], cases: list[str], budget: Budget, small: bool, d
     """Kernel by kernel, the GPU cases asked for, in GPU_CASES' order; returns case -> (records,
     skipped kernels). refine_same_decls and identical_again need a correct first_build_cuda."""
     out: dict[str, tuple[list[dict], list[str]]] = {c: ([], []) for c in GPU_CASES if c in cases}
+
+    def direct(job: EvalJob) -> EvalResult:  # `evaluate` as the direct cases call it (their device too)
+        return evaluate(job.problem, job.source, dataclasses.replace(job.settings, device=device))
+
+    pool = EvalPool(EvalSettings(device=device), reuse_results=True, run_job=direct)  # a solve's reuse
     for name in names:
         kernel = KERNELS[name]
         problem = shrunk(resolve_one(kernel.problem)) if small else resolve_one(kernel.problem)
         cuda = cuda_candidate(f"lat_{name}", kernel)
         sources = {"stock_load_inline": cuda, "first_build_cuda": cuda, "refine_same_decls": refined(cuda),
-                   "identical_again": cuda, "triton": (TRITON_KERNELS / kernel.triton_file).read_text()}  # fmt: skip
+                   "identical_again": cuda, "identical_in_solve": cuda,
+                   "triton": (TRITON_KERNELS / kernel.triton_file).read_text()}  # fmt: skip
         first = None
         for case, (recs, skipped) in out.items():
-            if case in ("refine_same_decls", "identical_again") and (first or {}).get("status") != "correct":
+            if (
+                case in ("refine_same_decls", "identical_again", "identical_in_solve")
+                and (first or {}).get("status") != "correct"
+            ):
                 skipped.append(f"{name} (no correct first build)")
             elif not budget.fits(case, recs):
                 skipped.append(f"{name} (budget)")
@@ -345,7 +366,10 @@ def gpu_cases(names: list[str], cases: list[str], budget: Budget, small: bool, d
                 recs.append(stock_build(case, name, kernel, cuda))
             else:
                 backend = "triton" if case == "triton" else "cuda"
-                recs.append(timed_evaluate(case, name, kernel, problem, sources[case], backend, device))
+                through = pool if case in ("first_build_cuda", "identical_in_solve") else None
+                recs.append(
+                    timed_evaluate(case, name, kernel, problem, sources[case], backend, device, through)
+                )
                 first = recs[-1] if case == "first_build_cuda" else first
     return out
 

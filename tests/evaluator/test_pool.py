@@ -257,3 +257,62 @@ def test_the_default_executor_passes_the_jobs_slots_to_the_evaluation(monkeypatc
     assert pool.run(EvalJob(RELU, "", pool.settings, kind="check_problem")) == {"device": "cuda:0"}
     assert seen == [("build", "cpu"), ("run", "cuda:0", None), ("build", "cpu"), ("run", "cuda:0", True)]
     assert sum(s.done for s in pool.slots() if s.kind == "build") == 2
+
+
+class Verdicts:
+    """A fake executor returning `status` (after `seconds`) with one stage, counting its calls; raises
+    for a source that says "boom"."""
+
+    def __init__(self, status: Status = Status.CORRECT, seconds: float = 0.0):
+        self.status, self.seconds, self.calls = status, seconds, 0
+        self.lock = threading.Lock()
+
+    def __call__(self, job: EvalJob) -> EvalResult:
+        with self.lock:
+            self.calls += 1
+        time.sleep(self.seconds)
+        if "boom" in job.source:
+            raise RuntimeError("evaluator bug")
+        return EvalResult(status=self.status, speedup=1.5, stages={"timing": 2.0}, child_start={"method": "fork"})
+
+
+def test_a_repeated_source_gets_the_earlier_verdict_without_a_second_evaluation():
+    fake = Verdicts()
+    pool = EvalPool(EvalSettings(device="cpu"), cpu_slots=2, run_job=fake, reuse_results=True)
+    first = pool.run(EvalJob(RELU, "same", pool.settings))
+    again = pool.run(EvalJob(RELU, "same", pool.settings))
+    assert fake.calls == 1 and first.reused is None and first.stages == {"timing": 2.0}
+    assert again.status == Status.CORRECT and again.speedup == 1.5
+    assert again.stages == {} and again.child_start == {}  # nothing ran: no GPU-seconds in the store
+    assert again.reused == {"stages": {"timing": 2.0}, "child_start": {"method": "fork"}}
+    again.correctness.results.append("x")  # a copy: the earlier result is not shared
+    assert pool.run(EvalJob(RELU, "same", pool.settings)).correctness.results == []
+    # another source, other settings, or a re-timing is evaluated
+    pool.run(EvalJob(RELU, "other", pool.settings))
+    pool.run(EvalJob(RELU, "same", EvalSettings(device="cpu", strict=False)))
+    pool.run(EvalJob(RELU, "same", pool.settings, kind="retime"))
+    assert fake.calls == 4
+    off = Verdicts()
+    plain = EvalPool(EvalSettings(device="cpu"), cpu_slots=1, run_job=off)  # the library's default: off
+    plain.run(EvalJob(RELU, "same", plain.settings))
+    assert plain.run(EvalJob(RELU, "same", plain.settings)).reused is None and off.calls == 2
+
+
+@pytest.mark.parametrize("status", [Status.TIMEOUT, Status.RUNTIME_ERROR])
+def test_a_timeout_or_runtime_error_is_evaluated_again(status):
+    fake = Verdicts(status)
+    pool = EvalPool(EvalSettings(device="cpu"), cpu_slots=1, run_job=fake, reuse_results=True)
+    results = [pool.run(EvalJob(RELU, "same", pool.settings)) for _ in range(2)]
+    assert fake.calls == 2 and all(r.reused is None for r in results)
+
+
+def test_a_twin_in_flight_waits_for_the_first_and_a_failed_first_leaves_it_to_evaluate():
+    fake = Verdicts(seconds=0.3)
+    pool = EvalPool(EvalSettings(device="cpu"), cpu_slots=2, run_job=fake, reuse_results=True)
+    results = [f.result(timeout=10) for f in [pool.submit(EvalJob(RELU, "same", pool.settings)) for _ in range(2)]]
+    assert fake.calls == 1 and sorted(r.reused is not None for r in results) == [False, True]
+    boom = [pool.submit(EvalJob(RELU, "boom", pool.settings)) for _ in range(2)]
+    for f in boom:
+        with pytest.raises(RuntimeError, match="evaluator bug"):
+            f.result(timeout=10)
+    assert fake.calls == 3  # each evaluated itself: an exception is not a verdict to reuse
