@@ -474,7 +474,7 @@ _EXTENSION_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]torch/extension
 _MISSING_DECL = re.compile(
     r"is undefined|has no member|not a member|was not declared|incomplete type|no instance of|pybind|"
     r"no operator|no match for|must be a class or namespace|is not a class or namespace|has not been declared|"
-    r"cannot open source file|No such file",
+    r"the global scope has no|cannot open source file|No such file",
     re.IGNORECASE,
 )
 
@@ -494,9 +494,8 @@ def lighten_cuda_sources(cuda_sources: list[str]) -> list[str] | None:
 def _missing_declaration(error: BuildError) -> bool:
     """Whether a failed build's errors include one in a source for want of a declaration (not a flag's
     or the linker's: retrying those would repeat the failure, and on a GPU machine a whole build)."""
-    firsts = [
-        err.split("\n", 1)[0] for err in error.errors
-    ]  # an error's lines after its first quote the source
+    # the lines after an error's first quote the source
+    firsts = [err.split("\n", 1)[0] for err in error.errors]
     return any(_ERROR_RE.match(first) and _MISSING_DECL.search(first) for first in firsts)
 
 

@@ -466,6 +466,8 @@ def test_an_error_in_a_build_folder_with_spaces_or_parentheses_is_parsed_and_ret
     [
         'cuda.cu(16): error: name followed by "::" must be a class or namespace',
         "/b/cuda.cu:16:12: error: 'nn' has not been declared",
+        # a `::Py_IsInitialized()` that only torch/extension.h's Python.h declares (found by a new user)
+        'cuda.cu(9): error: the global scope has no "Py_IsInitialized"',
     ],
 )
 def test_a_missing_namespace_is_a_missing_declaration_and_tries_on(error):
