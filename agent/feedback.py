@@ -166,11 +166,19 @@ def feedback_for(
     if "hints" in parts and kind != "unchecked":
         backend = _BACKEND_NAMES.get(result.backend or "", "custom")
         sections.append(render(f"hint_{kind}", backend=backend).strip())
+    if result.reused is not None:  # the model sent code it had sent before: say so before the verdict
+        sections.insert(0, REPEATED_CODE)
     body = "\n\n".join(s.strip("\n") for s in sections if s and s.strip())
     return re.sub(r"\n{3,}", "\n\n", render(f"feedback_{kind}", body=body or "(no details)"))
 
 
 # -- pieces ---------------------------------------------------------------------------------------------
+REPEATED_CODE = (
+    "This code is identical to code you sent earlier, so it was not evaluated again: the result below is "
+    "that evaluation's. Change the code to get a new result."
+)
+
+
 def compile_summary(result: EvalResult, log: bool = True) -> str:
     """The result's message (less the lines that repeat the compiler errors below it), then, with `log`,
     the first compiler errors (from `compile.errors`), else an excerpt of the compile log starting a

@@ -41,6 +41,16 @@ def test_every_feedback_ends_with_what_to_do_next():
     assert NEXT_STEP in feedback_for(None, no_code=True).strip().splitlines()[-1]
 
 
+@pytest.mark.parametrize("status", [Status.CORRECT, Status.INCORRECT, Status.COMPILE_ERROR])
+def test_a_reused_result_tells_the_model_its_code_repeats_an_earlier_turn(status):
+    r = EvalResult(status, message="output differs", speedup=1.2, runtime_ms=1.0, ref_runtime_ms=1.2,
+                   compile=CompileInfo(ok=status != Status.COMPILE_ERROR, errors=["k.cu(1): error: x"]))  # fmt: skip
+    assert "identical to code you sent earlier" not in feedback_for(r)
+    r.reused = {"stages": {"timing": 2.0}, "child_start": {}}
+    text = feedback_for(r)
+    assert "identical to code you sent earlier" in text and NEXT_STEP in text.strip().splitlines()[-1]
+
+
 def test_compile_error_shows_first_errors_only():
     errors = [f"kernel.cu({i}): error: identifier x{i} is undefined" for i in range(25)]
     r = EvalResult(
