@@ -255,6 +255,8 @@ def trial_line(t: TrialResult) -> str:
         return f"{which} shape {t.actual_shape}, expected {t.expected_shape}"
     if t.problem == "dtype" or (t.expected_dtype and t.actual_dtype and t.expected_dtype != t.actual_dtype):
         return f"{which} dtype {t.actual_dtype}, expected {t.expected_dtype}"
+    if t.problem == "device":
+        return f"{which} is on another device than the reference's output (return it on the inputs' device)"
     bits = []
     nonfinite = t.nan_actual or t.nan_expected or t.inf_actual or t.inf_expected
     if t.max_abs_diff is not None:

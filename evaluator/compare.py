@@ -207,6 +207,12 @@ def compare_tensors(
     e = expected.detach()
     a = actual.detach()
     if a.device != e.device:
+        # torch.allclose raises for tensors on two devices (a 0-dim CPU tensor excepted, which torch lets
+        # stand beside a tensor on any device), so KernelBench fails the trial: a CPU output of a CUDA
+        # reference is not moved over and passed
+        if not any(t.dim() == 0 and t.device.type == "cpu" for t in (e, a)):
+            result.passed, result.problem = False, "device"
+            return result
         a = a.to(e.device)
     if e.is_floating_point() or e.is_complex():
         result.nan_expected, result.inf_expected = _nonfinite_counts(e)

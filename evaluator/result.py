@@ -83,7 +83,7 @@ class TrialResult:
     nan_actual: int = 0
     inf_expected: int = 0
     inf_actual: int = 0
-    problem: str | None = None  # "shape", "dtype", "values", "type" (not a tensor), or None when passed
+    problem: str | None = None  # "shape", "dtype", "device", "values", "type" (not a tensor); None: passed
     output_index: int | None = (
         None  # which output of a tuple/list failed (flattened order); None: the only one
     )

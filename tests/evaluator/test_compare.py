@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from kb_agent.agent.feedback import trial_line
 from kb_agent.evaluator import compare
 from kb_agent.evaluator.compare import compare_outputs
 from kb_agent.evaluator.strict import relative_error
@@ -339,3 +340,14 @@ def test_end_to_end_swapped_output_strides_are_a_transposed_layout():
 def test_end_to_end_nan_names_its_start_and_the_inputs():
     t = _evaluate("nan_output", "toy/relu")
     assert "starting at [0, 0]" in t.diagnosis and "the inputs there are ordinary" in t.diagnosis
+
+
+def test_an_output_on_another_device_fails_as_kernelbench_allclose_raises_on_it():
+    # KernelBench's torch.allclose(reference, candidate) raises for tensors on two devices (a CUDA
+    # reference against a CPU output: "Expected all tensors to be on the same device"), a failed trial
+    # there; moving the output over first passed it. meta stands in for the second device on the CPU.
+    e = torch.ones(4, 3)
+    r = compare_outputs(e, torch.ones(4, 3, device="meta"), 1e-4, 1e-4, 0, 0)
+    assert not r.passed and r.problem == "device"
+    assert "another device" in trial_line(r)
+    assert compare_outputs(e, e.clone(), 1e-4, 1e-4, 0, 0).passed
