@@ -293,13 +293,19 @@ def captured_graphs(
     """The CUDA graph of one call of each model of `fns` (`_capture`), or None when any of them cannot be
     captured. `memo`, a dict the caller keeps between calls on the same models and inputs (the device
     figure's and then the reproducible figure's), holds each key's capture or failure: each model is
-    captured once (on an H200 a capture of a 1.6e9-element level-1 model, with its check, is ~0.18 s)."""
+    captured once (on an H200 a capture of a 1.6e9-element level-1 model, with its check, is ~0.18 s).
+    Once one of them fails, the others' graphs are dropped from the memo too (None): no figure can replay
+    them, and each would hold its memory pool through the eager figures that follow."""
     memo = {} if memo is None else memo
     for k, (fn, args) in fns.items():
         if k not in memo:
             memo[k] = _capture(fn, args, atol, rtol)
     graphs = {k: memo[k] for k in fns}
-    return graphs if all(g is not None for g in graphs.values()) else None
+    if all(g is not None for g in graphs.values()):
+        return graphs
+    for k in fns:
+        memo[k] = None
+    return None
 
 
 def _events_loop(call: Callable[[], Any], *, warmup: int, trials: int, flusher: L2Flusher) -> list[float]:

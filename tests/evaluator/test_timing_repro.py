@@ -296,3 +296,22 @@ def test_the_reproducible_figure_on_a_gpu():
     assert t.device_speedup_ci95[0] <= t.device_speedup <= t.device_speedup_ci95[1]
     assert t.sm_clock_mhz_before is None or t.sm_clock_mhz_before > 0
     assert t.repro_stopped == "rse" or t.repro_seconds >= 4.0
+
+
+def test_the_capture_memo_keeps_no_graph_once_its_partner_failed(monkeypatch):
+    # the device figure and the reproducible figure replay graphs only when both models captured; a
+    # reference graph kept beside a failed candidate capture held its memory pool through every eager
+    # figure after it (the device figure's, torch.compile's, the reproducible one), which the figures
+    # before the memo freed at once
+    captures = []
+
+    def fake_capture(fn, args, atol, rtol):
+        captures.append(fn)
+        return object() if fn == "ref" else None
+
+    monkeypatch.setattr(timing, "_capture", fake_capture)
+    fns = {"reference": ("ref", []), "candidate": ("new", [])}
+    memo: dict = {}
+    assert timing.captured_graphs(fns, 1e-4, 1e-4, memo) is None
+    assert all(g is None for g in memo.values()) and set(memo) == set(fns)
+    assert timing.captured_graphs(fns, 1e-4, 1e-4, memo) is None and captures == ["ref", "new"]  # not again
