@@ -351,3 +351,18 @@ def test_an_output_on_another_device_fails_as_kernelbench_allclose_raises_on_it(
     assert not r.passed and r.problem == "device"
     assert "another device" in trial_line(r)
     assert compare_outputs(e, e.clone(), 1e-4, 1e-4, 0, 0).passed
+
+
+@pytest.mark.parametrize(("dtype", "off"), [(torch.float16, 0.0101), (torch.bfloat16, 0.01013)])
+def test_mismatches_are_counted_by_allclose_s_own_test_in_the_output_dtype(dtype, off):
+    # torch.allclose on half-precision outputs tests |e - a| <= atol + rtol * |a| in that dtype, where
+    # the bound 1e-2 rounds up: 0.0101 against 0 passes. Counted in float64 it was a mismatch, so a
+    # trial that passed (the full account runs for the Inf) listed one, and a failing one one too many.
+    e = torch.tensor([0.0, float("inf"), 0.0], dtype=dtype)
+    a = torch.tensor([off, float("inf"), 0.0], dtype=dtype)
+    assert torch.allclose(e, a, atol=1e-2, rtol=1e-2)
+    r = compare_outputs(e, a, 1e-2, 1e-2, 0, 0)
+    assert r.passed and r.mismatched == 0 and r.first_mismatches == []
+    a[2] = 1.0
+    r = compare_outputs(e, a, 1e-2, 1e-2, 0, 0)
+    assert not r.passed and r.mismatched == 1 and [m["index"] for m in r.first_mismatches] == [[2]]
