@@ -120,13 +120,17 @@ def feedback_for(
     no_code: bool = False,
     truncated: bool = False,
     recipe: str | Iterable[str] = "standard",
+    repeated: bool | None = None,
 ) -> str:
     """The feedback message for one turn.
 
     `no_code=True` (with `result` None): the reply held no code block defining `ModelNew`;
     `truncated=True` adds that the reply was cut off at the token limit. Otherwise the message
     follows `result.status`, with the components `recipe` names (`parse_recipe`; the verdict's message
-    and the closing instruction are always there). Raises ValueError when there is neither a result nor
+    and the closing instruction are always there). `repeated`: whether this conversation sent the code
+    before (`REPEATED_CODE` opens the message); None: whenever the result was reused. A result reused from
+    another trajectory's evaluation (`EvalPool` reuses across the run) repeats nothing this model saw.
+    Raises ValueError when there is neither a result nor
     `no_code`, or for an unknown recipe.
     """
     parts = parse_recipe(recipe)
@@ -166,7 +170,7 @@ def feedback_for(
     if "hints" in parts and kind != "unchecked":
         backend = _BACKEND_NAMES.get(result.backend or "", "custom")
         sections.append(render(f"hint_{kind}", backend=backend).strip())
-    if result.reused is not None:  # the model sent code it had sent before: say so before the verdict
+    if (result.reused is not None) if repeated is None else repeated:  # say so before the verdict
         sections.insert(0, REPEATED_CODE)
     body = "\n\n".join(s.strip("\n") for s in sections if s and s.strip())
     return re.sub(r"\n{3,}", "\n\n", render(f"feedback_{kind}", body=body or "(no details)"))

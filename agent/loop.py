@@ -573,7 +573,7 @@ def _turns(ctx: _Run, traj_id: int, problem: Problem, sample: int) -> str:
         with _evaluating(ctx):
             result = ctx.evaluator.evaluate(problem, code) if code is not None else None
         feedback = feedback_for(result, no_code=result is None, truncated=reply.finish_reason == "length",
-                                recipe=cfg.feedback)  # fmt: skip
+                                recipe=cfg.feedback, repeated=sent_before(result, code, history))  # fmt: skip
         status = str(result.status) if result is not None else "no_code"
         store.record_evaluation(
             turn_id,
@@ -595,6 +595,15 @@ def _turns(ctx: _Run, traj_id: int, problem: Problem, sample: int) -> str:
 
 
 # -- helpers ----------------------------------------------------------------------------------------------
+def sent_before(result: EvalResult | None, code: str | None, history: list[dict]) -> bool:
+    """Whether `result` was reused (`EvalResult.reused`) for code one of `history`'s replies already held:
+    the pool reuses results across trajectories, so a result can be reused for code this conversation
+    never sent (another sample's, a sibling node's)."""
+    if result is None or result.reused is None or code is None:
+        return False
+    return any(m["role"] == "assistant" and extract_code(m["content"]) == code for m in history)
+
+
 def _evaluated_prefix(stored: list[dict]) -> list[dict]:
     """The leading turns that are finished (evaluated, or no code); a model-error turn is not."""
     done = []

@@ -186,10 +186,11 @@ class Tree:
         ctx, cfg = self.ctx, self.ctx.config
         codes = {idx: extract_code(self.rows[idx]["response"]) for idx, _ in todo}
         results = self._results({i: c for i, c in codes.items() if c is not None})
-        for idx, _ in todo:
+        for idx, parent in todo:
             row, result = self.rows[idx], results.get(idx)
+            repeated = loop.sent_before(result, codes[idx], self.conversation(parent))
             feedback = feedback_for(result, no_code=result is None, truncated=row["finish_reason"] == "length",
-                                    recipe=cfg.feedback)  # fmt: skip
+                                    recipe=cfg.feedback, repeated=repeated)  # fmt: skip
             status = str(result.status) if result is not None else "no_code"
             ctx.store.record_evaluation(row["id"], code=codes[idx], status=status,
                                         eval_result=result.to_dict() if result is not None else None,

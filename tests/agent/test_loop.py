@@ -401,3 +401,20 @@ def test_a_reply_repeating_earlier_code_reuses_its_verdict_and_costs_no_gpu_seco
     assert turns[1]["eval_json"]["reused"]["stages"] == {"correctness": 1.0, "timing": 2.0}
     assert turns[0]["eval_json"]["reused"] is None and turns[2]["eval_json"]["reused"] is None
     assert [r["gpu_s"] for r in sorted(store.turn_summaries(run_id), key=lambda r: r["idx"])] == [3.0, 0, 3.0]
+
+
+def test_a_sample_repeating_another_samples_code_is_not_told_it_sent_that_code_before(store):
+    # reuse spans the pool (every trajectory of the run), but only a conversation that holds the code
+    # was sent it: sample 1's first reply repeats sample 0's, which sample 1 never saw
+    from kb_agent.agent.feedback import REPEATED_CODE
+    from kb_agent.evaluator.pool import EvalPool
+    from kb_agent.evaluator.settings import EvalSettings
+
+    fake = lambda job: EvalResult(Status.CORRECT, speedup=1.2, stages={"timing": 2.0})  # noqa: E731
+    pool = EvalPool(EvalSettings(device="cpu"), cpu_slots=1, run_job=fake, reuse_results=True)
+    run_id = solve([RELU], cfg(turns=2, samples=2, retime_best=False), ScriptedModel([code("a")] * 4), pool,
+                   store)  # fmt: skip
+    first, second = (store.turns(only_traj(store, run_id, sample=s)["id"]) for s in (0, 1))
+    assert second[0]["eval_json"]["reused"] is not None  # the verdict is reused...
+    assert REPEATED_CODE not in second[0]["feedback"] and REPEATED_CODE not in first[0]["feedback"]
+    assert REPEATED_CODE in first[1]["feedback"] and REPEATED_CODE in second[1]["feedback"]  # said here
