@@ -503,7 +503,8 @@ def _strategy(name: str) -> Callable[[_Run, int, Problem, int], str]:
 
 def _retime_best(ctx: _Run, traj_id: int, problem: Problem) -> None:
     """Re-time the trajectory's best correct turn in a fresh process, once, and store the figure beside
-    the first (`Store.record_retime`). Evaluators without a `retime` method (fakes) are left alone."""
+    the first (`Store.record_retime`), also in the turns that reused its result. Evaluators without a
+    `retime` method (fakes) are left alone."""
     retime = getattr(ctx.evaluator, "retime", None)
     if not ctx.config.retime_best or retime is None:
         return
@@ -514,7 +515,11 @@ def _retime_best(ctx: _Run, traj_id: int, problem: Problem) -> None:
     if best.get("retimed_status") is None:  # not re-timed before a stop
         with _evaluating(ctx):
             result = retime(problem, best["code"])
-        ctx.store.record_retime(best["id"], result)
+        # the turns that got the winner's result again (`EvalResult.reused`: the same code, the same
+        # figure) are the same measurement, so they count with its re-timed figure too
+        for t in correct:
+            if t["code"] == best["code"] and t["speedup"] == best["speedup"]:
+                ctx.store.record_retime(t["id"], result)
 
 
 def _turns(ctx: _Run, traj_id: int, problem: Problem, sample: int) -> str:

@@ -418,3 +418,22 @@ def test_a_sample_repeating_another_samples_code_is_not_told_it_sent_that_code_b
     assert second[0]["eval_json"]["reused"] is not None  # the verdict is reused...
     assert REPEATED_CODE not in second[0]["feedback"] and REPEATED_CODE not in first[0]["feedback"]
     assert REPEATED_CODE in first[1]["feedback"] and REPEATED_CODE in second[1]["feedback"]  # said here
+
+
+def test_a_retimed_winner_counts_with_its_retimed_figure_in_the_turns_that_reused_it(store):
+    # turns 2 and 3 repeat turn 1's code and get its result, so they are the same measurement: once the
+    # winner (turn 1) re-times slower, its copies must not win best-of-trajectory with the stale figure
+    from kb_agent.agent.metrics import best_speedup
+    from kb_agent.evaluator.pool import EvalPool
+    from kb_agent.evaluator.settings import EvalSettings
+
+    def fake(job):
+        speedup = 1.2 if job.kind == "retime" else 1.5
+        return EvalResult(Status.CORRECT, speedup=speedup, stages={"timing": 2.0})
+
+    pool = EvalPool(EvalSettings(device="cpu"), cpu_slots=1, run_job=fake, reuse_results=True)
+    run_id = solve([RELU], cfg(turns=3), ScriptedModel([code("a")] * 3), pool, store)
+    turns = store.turns(only_traj(store, run_id)["id"])
+    assert [t["eval_json"]["reused"] is not None for t in turns] == [False, True, True]
+    assert [t["retimed_speedup"] for t in turns] == [1.2, 1.2, 1.2]
+    assert best_speedup(turns) == 1.2
