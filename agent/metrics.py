@@ -584,15 +584,18 @@ def usage(turns: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     or tree search; `Store.turn_summaries` rows): `turns` (nodes), `model_calls` (nodes this run asked
     the model for: a fork's copied turns are not), `evaluations` (nodes this run evaluated), `copied`
     (turns a fork copied) and `depth` (the longest conversation, in turns). A row without `model_call` /
-    `evaluation` columns counts as a call when it has a status, and as an evaluation when it has code."""
+    `evaluation` columns counts as a call when it has a status, and as an evaluation when it has code.
+    `reused` (nodes given an earlier evaluation's result again, `EvalResult.reused`) are no evaluations."""
     turns = list(turns)
     copied = sum(1 for t in turns if t.get("copied_from") is not None)
     calls = sum(
         int(t["model_call"]) if "model_call" in t else int(t.get("status") is not None) for t in turns
     )
     evals = sum(int(t["evaluation"]) if "evaluation" in t else int(bool(t.get("has_code"))) for t in turns)
+    reused = sum(int(t.get("reused") or 0) for t in turns)
     depth = max((t.get("depth") or t["idx"] for t in turns), default=0)
-    return {"turns": len(turns), "model_calls": calls, "evaluations": evals, "copied": copied, "depth": depth}
+    return {"turns": len(turns), "model_calls": calls, "evaluations": evals, "reused": reused, "copied": copied,
+            "depth": depth}  # fmt: skip
 
 
 # ---------------------------------------------------------------- two runs on the same problems

@@ -206,7 +206,7 @@ def _usage(trajs: list[dict[str, Any]], turns_of: dict[int, list[dict[str, Any]]
     `metrics.usage` counts over its tree of turns."""
     rows = [{"problem": t["problem_key"], "sample": t["sample"], **metrics.usage(turns_of[t["id"]])}
             for t in trajs]  # fmt: skip
-    keys = ("turns", "model_calls", "evaluations", "copied")
+    keys = ("turns", "model_calls", "evaluations", "reused", "copied")
     return {"total": {k: sum(r[k] for r in rows) for k in keys}, "per_trajectory": rows}
 
 

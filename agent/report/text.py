@@ -400,6 +400,8 @@ def usage_line(s: dict[str, Any]) -> str:
     spread = lambda k: f"{min(r[k] for r in rows)}-{max(r[k] for r in rows)}" if rows else "0"  # noqa: E731
     n = u["total"]["copied"]
     copied = f", {n} turn{'s' if n != 1 else ''} copied by a fork" if n else ""
+    r = u["total"].get("reused") or 0
+    copied = (f", {r} turn{'s' if r != 1 else ''} reused an earlier result" if r else "") + copied
     return (f"model calls: {u['total']['model_calls']} (each trajectory {spread('model_calls')}); "
             f"evaluations: {u['total']['evaluations']} (each trajectory {spread('evaluations')}){copied}")  # fmt: skip
 

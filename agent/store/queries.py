@@ -760,8 +760,9 @@ class Store:
         seconds of the evaluation's GPU_STAGES, None when the turn was not evaluated), setup_s, build_s,
         run_s and eval_s (seconds, `rows.eval_seconds`), the tree's depth,
         parent_idx (None for a root) and copied_from, model_call (1: this run asked the model for it) and
-        evaluation (1: this run evaluated it; a fork's copied turns are neither); ordered by trajectory
-        then index. What reports and tables need."""
+        evaluation (1: this run evaluated it; a fork's copied turns are neither), reused (1: this run
+        gave it an earlier evaluation's result, `EvalResult.reused`; not an evaluation); ordered by
+        trajectory then index. What reports and tables need."""
         gpu_s = " + ".join(f"COALESCE(json_extract(turns.eval_json, '$.stages.{s}'), 0)" for s in GPU_STAGES)
         sql = f"""
             SELECT turns.trajectory_id, turns.idx, turns.status, turns.correct, turns.speedup,
@@ -774,7 +775,10 @@ class Store:
                    (SELECT p.idx FROM turns p WHERE p.id = turns.parent_id) AS parent_idx,
                    turns.copied_from IS NULL AND (turns.response IS NOT NULL
                        OR turns.status IS 'model_error') AS model_call,
-                   turns.copied_from IS NULL AND turns.eval_json IS NOT NULL AS evaluation,
+                   turns.copied_from IS NULL AND turns.eval_json IS NOT NULL
+                       AND json_extract(turns.eval_json, '$.reused') IS NULL AS evaluation,
+                   turns.copied_from IS NULL
+                       AND json_extract(turns.eval_json, '$.reused') IS NOT NULL AS reused,
                    CASE WHEN turns.eval_json IS NULL THEN NULL ELSE {gpu_s} END AS gpu_s
             FROM turns JOIN trajectories t ON t.id = turns.trajectory_id
             WHERE t.run_id = ? ORDER BY turns.trajectory_id, turns.idx

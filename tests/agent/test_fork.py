@@ -59,7 +59,13 @@ def test_a_fork_copies_turns_before_k_without_a_call_and_continues_with_new_sett
             assert new[1]["feedback"] == feedback_for(er, recipe="minimal") != old[1]["feedback"]
             assert new[2]["messages"][-1]["content"] == new[1]["feedback"]
         section = build_report(s, ["f3"])["runs"][0]
-    assert section["usage"]["total"] == {"turns": 6, "model_calls": 2, "evaluations": 2, "copied": 4}
+    assert section["usage"]["total"] == {
+        "turns": 6,
+        "model_calls": 2,
+        "evaluations": 2,
+        "reused": 0,
+        "copied": 4,
+    }
 
 
 def test_fork_refuses_a_source_stopped_before_the_prefix_it_would_copy(fake_llm, tmp_path):

@@ -45,7 +45,7 @@ def test_the_linear_loop_stores_a_chain_and_the_report_counts_calls_and_evaluati
     ]
     section = build_report(store, [run_id])["runs"][0]
     assert section["usage"]["per_trajectory"] == [
-        {"problem": "toy/relu", "sample": 0, "turns": 3, "model_calls": 3, "evaluations": 2, "copied": 0,
+        {"problem": "toy/relu", "sample": 0, "turns": 3, "model_calls": 3, "evaluations": 2, "reused": 0, "copied": 0,
          "depth": 3}
     ]  # fmt: skip
     text = render_report_text(build_report(store, [run_id]), per_problem=True)
@@ -72,6 +72,24 @@ def test_explicit_parents_make_a_tree_and_copies_keep_it(store):
     assert [t["copied_from"] for t in copy] == [t["id"] for t in src[:3]]
     assert copy[2]["parent_id"] == copy[0]["id"] and copy[0]["messages"] == src[0]["messages"]
     assert metrics.usage(s for s in store.turn_summaries(run_id) if s["trajectory_id"] == b) == {
-        "turns": 3, "model_calls": 0, "evaluations": 0, "copied": 3, "depth": 2}  # fmt: skip
+        "turns": 3, "model_calls": 0, "evaluations": 0, "reused": 0, "copied": 3, "depth": 2}  # fmt: skip
     with pytest.raises(StoreError, match="already has turns"):
         store.copy_turns(a, b, 1)
+
+
+def test_the_report_counts_a_reused_turn_as_reused_not_as_an_evaluation(store):
+    # the second reply repeats the first one's code: the pool gives it that result again, nothing runs
+    from kb_agent.evaluator.pool import EvalPool
+    from kb_agent.evaluator.result import EvalResult, Status
+    from kb_agent.evaluator.settings import EvalSettings
+
+    fake = lambda job: EvalResult(Status.CORRECT, speedup=1.5, stages={"timing": 2.0, "total": 3.0})  # noqa: E731
+    pool = EvalPool(EvalSettings(device="cpu"), cpu_slots=1, run_job=fake, reuse_results=True)
+    cfg = SolveConfig(turns=2, gpu_name="x", arch="9.0", retime_best=False)
+    run_id = solve([RELU], cfg, ScriptedModel([CODE, CODE]), pool, store)
+    section = build_report(store, [run_id])["runs"][0]
+    (row,) = section["usage"]["per_trajectory"]
+    assert (row["model_calls"], row["evaluations"], row["reused"]) == (2, 1, 1)
+    text = render_report_text(build_report(store, [run_id]))
+    assert "evaluations: 1 (each trajectory 1-1), 1 turn reused an earlier result" in text
+    assert "evaluation seconds per turn, 1 evaluation:" in text
