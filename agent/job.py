@@ -227,6 +227,8 @@ def _ready(llm: LLMConfig, config: SolveConfig, evaluator: Evaluator | None, job
     if evaluator is None:
         evaluator = (pool(config.eval_settings()) if pool is not None
                      else EvalPool(evaluator_settings(config), reuse_results=config.reuse_results))  # fmt: skip
+        if isinstance(evaluator, EvalPool):  # a factory's pool (`--executor ray`) reuses as asked too
+            evaluator.reuse_results = config.reuse_results
     jobs = jobs or default_jobs(trajectories(), evaluator)
     if on_evaluator is not None:
         on_evaluator(evaluator)

@@ -74,3 +74,19 @@ def test_a_cuda_run_on_a_machine_without_cuda_is_refused_before_the_run_exists(t
     with pytest.raises(UsageError, match="no CUDA device here"):
         job.start("toy/relu", SolveConfig(), LLMConfig(model="scripted/demo"), store=tmp_path / "kb.sqlite")
     assert not (tmp_path / "kb.sqlite").exists()
+
+
+@pytest.mark.parametrize("reuse", [True, False])
+def test_a_pool_factory_gets_the_runs_reuse_setting(tmp_path, reuse):
+    # `solve --executor ray` makes its pool through `pool=`; `--reuse/--no-reuse` must hold there too
+    from kb_agent.evaluator.pool import EvalPool
+
+    made = []
+
+    def factory(settings):
+        made.append(EvalPool(settings, cpu_slots=1, run_job=lambda j: canned("correct", 1.1)))
+        return made[-1]
+
+    job.start("toy/relu", SolveConfig(turns=1, reuse_results=reuse, retime_best=False, **CPU),
+              LLMConfig(model="scripted/demo"), store=tmp_path / "kb.sqlite", pool=factory)  # fmt: skip
+    assert made[0].reuse_results is reuse
