@@ -83,6 +83,8 @@ class TurnPrinter:
 
     def __call__(self, e: TurnEvent) -> None:
         speed = f" {fmt_speedup(e.speedup)}" if e.speedup is not None else ""
+        if getattr(e.result, "reused", None) is not None:  # the same code as an earlier turn: not evaluated
+            speed += " (reused)"
         tokens = f"  tokens {e.tokens_in or 0}+{e.tokens_out or 0}" if e.tokens_in is not None else ""
         style = _STYLE.get(e.status, "red")
         with self._lock:

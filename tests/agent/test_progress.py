@@ -88,3 +88,15 @@ def test_a_sweep_reports_every_trajectory_end_to_the_printer(tmp_path):
               store, on_turn=printer, on_start=printer.start, on_trajectory=printer.trajectory_done, jobs=3)  # fmt: skip
     assert printer.finished == 5 and printer.turns_done == 10
     assert printer.status_line().startswith("trajectories 5/5 done · turns 10")
+
+
+def test_a_turn_that_reused_an_earlier_result_says_so_in_its_line():
+    # six turns of one kernel all read `correct 0.00028x`: the line did not say that five were not evaluated
+    from kb_agent.evaluator.result import EvalResult, Status
+
+    reused = EvalResult(Status.CORRECT, speedup=1.5, reused={"stages": {"timing": 1.0}, "child_start": {}})
+    pipe = io.StringIO()
+    with TurnPrinter(Console(file=pipe)) as printer:
+        printer.start(1, 2)
+        printer(TurnEvent("r", 1, "toy/relu", 0, 2, "correct", 1.5, 10, 5, 0.0, result=reused))
+    assert pipe.getvalue().splitlines() == ["toy/relu sample 0 turn 2/2 correct 1.50x (reused)  tokens 10+5"]
