@@ -53,6 +53,7 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "retimed_speedup": ("double", "the same figure re-timed in a fresh process (a trajectory's best turn)"),
     "retimed_repro_speedup": ("double", "the re-timing's reproducible (interleaved) figure"),
     "retimed_status": ("string", "the re-timing evaluation's status"),
+    "reused": ("bool", "an earlier turn's result given again: the same code, not evaluated"),
     "runtime_ms": ("double", "candidate mean, ms"),
     "ref_runtime_ms": ("double", "reference mean, ms"),
     "library_share": ("double", "fraction (0..1) of one forward's GPU time in library kernels"),
@@ -92,6 +93,8 @@ def eval_summary(turn: Mapping[str, Any]) -> str:
         parts.append(f"{corr.get('passed', 0)}/{corr['trials']} trials")
     if turn.get("failed_checks"):
         parts.append("failed: " + ", ".join(turn["failed_checks"]))
+    if er.get("reused") is not None:
+        parts.append("reused")
     return parts[0] + "".join(f" ({p})" for p in parts[1:])
 
 
@@ -126,6 +129,7 @@ def export_rows(store: Store, run_ref: str) -> list[dict[str, Any]]:
             "problem_name": t["problem_name"], "sample": t["sample"], "turn": t["idx"], "turn_id": t["id"],
             "parent": parent, "parent_turn_id": ids.get((t["trajectory_id"], parent)) if parent else None,
             "correct": None if t["status"] is None else bool(t["correct"]),
+            "reused": None if t["eval_json"] is None else t["eval_json"].get("reused") is not None,
             "eval_summary": eval_summary(t),
             "eval_json": json.dumps(t["eval_json"]) if t["eval_json"] is not None else None,
             "rescored_status": rescored.get("status"), "rescored_speedup": rescored.get("speedup"),

@@ -250,3 +250,18 @@ def pq_rows(path) -> int:
     import pyarrow.parquet as pq
 
     return pq.read_metadata(path).num_rows
+
+
+def test_a_turn_that_reused_an_earlier_result_is_marked_so_its_figures_are_not_counted_twice(store):
+    # `solve` gives a repeated kernel the earlier evaluation's result: the row must say it is a copy
+    rid = store.create_run("re", {"turns": 2, "device": "cpu"}, "openai/gpt-4o", "triton", "fp32")
+    tid = store.create_trajectory(rid, Problem(0, 1, "1_op", "import torch\n", "test"), 0)
+    first = {"status": "correct", "speedup": 1.5, "stages": {"timing": 2.0}}
+    again = {**first, "stages": {}, "reused": {"stages": {"timing": 2.0}, "child_start": {}}}
+    for i, er in enumerate((first, again), start=1):
+        u = store.start_turn(tid, i, [{"role": "user", "content": "go"}])
+        store.record_response(u, "reply", tokens_in=1, tokens_out=1, finish_reason="stop")
+        store.record_evaluation(u, code="# same\n", status="correct", eval_result=er, feedback="f")
+    rows = export_rows(store, "re")
+    assert [r["reused"] for r in rows] == [False, True]
+    assert [r["eval_summary"] for r in rows] == ["correct 1.500x", "correct 1.500x (reused)"]
