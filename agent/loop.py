@@ -289,9 +289,24 @@ def resume(
     ctx = _Run(run["id"], config, model, evaluator, store, on_turn, on_start, on_trajectory)
     ctx.cost_usd = sum(t["cost_usd"] or 0.0 for t in store.turn_summaries(run["id"]))
     ctx.hardware_recorded = bool(run.get("gpu"))
+    _remember_results(ctx)
     store.set_run_status(run["id"], "running")
     _run(ctx, items, jobs)
     return run["id"]
+
+
+def _remember_results(ctx: _Run) -> None:
+    """Give the evaluator's pool (`EvalPool.remember`, where it has one) the results this run stored
+    before it stopped, so a resumed run reuses them for repeated code as the run would have without the
+    stop. A fork's copied turns (evaluated by another run) and reused copies are left out."""
+    remember = getattr(ctx.evaluator, "remember", None)
+    if remember is None or not getattr(ctx.evaluator, "reuse_results", False):
+        return
+    for traj in ctx.store.trajectories(ctx.run_id):
+        problem = ctx.store.problem_of(traj)
+        for t in ctx.store.turns(traj["id"]):
+            if t["code"] is not None and t["eval_json"] and t.get("copied_from") is None:
+                remember(problem, t["code"], EvalResult.from_dict(t["eval_json"]))
 
 
 class ModelUnavailable(LLMError):

@@ -41,6 +41,7 @@ timeout or runtime error, which load or the machine can cause, is evaluated agai
 that raised. A model that answers with the code it already sent costs no GPU time, and a repeated
 kernel's noisy timings do not get a second draw at best-of-trajectory's max (`solve`'s re-timing of
 each trajectory's winner is a "retime" job, never reused). The last `REUSE_KEPT` results are kept.
+`remember` adds results made before the pool (`solve --resume` gives it the run's stored ones).
 
 Interface (what a Ray executor implements too): `run(job)` blocks and returns the job's result (an
 `EvalResult`, or the check's dict for a `check_problem` job), `submit(job)` returns a `Future` of it;
@@ -323,6 +324,21 @@ class EvalPool:
                     if self._earlier.get(key) is mine:
                         del self._earlier[key]
             mine.set_result(result if keep else None)  # a twin waiting evaluates itself on None
+
+    def remember(self, problem: Problem, source: str, result: EvalResult) -> None:
+        """Keep `result`, an evaluation of `source` under the pool's settings made before this pool
+        existed (a resumed run's stored turns), for reuse as if this pool had made it; an earlier one of
+        the same key stays. Nothing without `reuse_results`, or for a verdict not in REUSABLE."""
+        key = self._reuse_key(EvalJob(problem, source, self.settings))
+        if key is None or result.status not in REUSABLE or result.reused is not None:
+            return
+        with self._cond:
+            if key not in self._earlier:
+                done: Future = Future()
+                done.set_result(result)
+                self._earlier[key] = done
+                while len(self._earlier) > REUSE_KEPT:
+                    self._earlier.popitem(last=False)
 
     def _reuse_key(self, job: EvalJob) -> str | None:
         if not self.reuse_results or job.kind != "evaluate":

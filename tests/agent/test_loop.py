@@ -437,3 +437,24 @@ def test_a_retimed_winner_counts_with_its_retimed_figure_in_the_turns_that_reuse
     assert [t["eval_json"]["reused"] is not None for t in turns] == [False, True, True]
     assert [t["retimed_speedup"] for t in turns] == [1.2, 1.2, 1.2]
     assert best_speedup(turns) == 1.2
+
+
+def test_a_resumed_run_reuses_the_results_stored_before_the_stop_for_repeated_code(store):
+    # Ctrl-C while the model is asked for turn 2; resumed, it answers turn 1's code again. The resumed
+    # run's pool is new: it must still give turn 2 turn 1's stored result, as an uninterrupted run does
+    from kb_agent.agent.feedback import REPEATED_CODE
+    from kb_agent.evaluator.pool import EvalPool
+    from kb_agent.evaluator.settings import EvalSettings
+
+    first = lambda job: EvalResult(Status.CORRECT, speedup=1.5, stages={"timing": 2.0})  # noqa: E731
+    pool = EvalPool(EvalSettings(device="cpu"), cpu_slots=1, run_job=first, reuse_results=True)
+    with pytest.raises(KeyboardInterrupt):
+        solve([RELU], cfg(turns=2, run_name="r", retime_best=False), ScriptedModel([code("a"), KeyboardInterrupt()]),
+              pool, store)  # fmt: skip
+    again = []
+    fresh = lambda job: again.append(job) or EvalResult(Status.CORRECT, speedup=9.0, stages={})  # noqa: E731
+    pool2 = EvalPool(EvalSettings(device="cpu"), cpu_slots=1, run_job=fresh, reuse_results=True)
+    resume("r", ScriptedModel([code("a")]), pool2, store)
+    turns = store.turns(only_traj(store, store.get_run("r")["id"])["id"])
+    assert again == [] and turns[1]["speedup"] == 1.5 and turns[1]["eval_json"]["reused"] is not None
+    assert REPEATED_CODE in turns[1]["feedback"]
