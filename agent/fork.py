@@ -46,8 +46,11 @@ def copy_prefix(store: Any, config: Any, traj_id: int, problem: Problem, sample:
     last, feedback = done[-1], {}
     if src.get("feedback") != config.feedback:
         er = EvalResult.from_dict(last["eval_json"]) if last["eval_json"] else None
+        repeated = (
+            er is not None and er.reused is not None and any(t["code"] == last["code"] for t in done[:-1])
+        )
         feedback[last["idx"]] = feedback_for(er, no_code=er is None, truncated=last["finish_reason"] == "length",
-                                             recipe=config.feedback)  # fmt: skip
+                                             recipe=config.feedback, repeated=repeated)  # fmt: skip
     n = store.copy_turns(source["id"], traj_id, last["idx"], feedback)
     log.info("%s sample %d: copied turns 1..%d of run %s", problem.key, sample, last["idx"], src["name"])
     return n

@@ -188,3 +188,30 @@ def test_fork_cli_says_in_one_line_what_is_wrong(fake_llm, tmp_path):
         )
         assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert len(fake_llm.requests) == 6  # nothing was asked
+
+
+def test_a_fork_with_another_recipe_does_not_tell_a_sample_it_repeated_another_samples_code(tmp_path):
+    # sample 1's turn 1 got sample 0's result (the pool reuses across samples): sample 1 never sent that
+    # code before, so the copied turn's feedback, rendered again in the fork's recipe, must not say so
+    from kb_agent.agent.feedback import REPEATED_CODE
+    from kb_agent.agent.fork import copy_prefix
+    from kb_agent.agent.llm import ScriptedModel
+    from kb_agent.agent.loop import SolveConfig, solve
+    from kb_agent.evaluator.pool import EvalPool
+    from kb_agent.evaluator.result import Status
+    from kb_agent.evaluator.settings import EvalSettings
+
+    relu = TOY[0]
+    fake = lambda job: EvalResult(Status.CORRECT, speedup=1.2, stages={"timing": 1.0})  # noqa: E731
+    pool = EvalPool(EvalSettings(device="cpu"), cpu_slots=1, run_job=fake, reuse_results=True)
+    reply = "```python\nclass ModelNew:  # a\n    pass\n```"
+    with Store(tmp_path / "kb.sqlite") as store:
+        src = solve([relu], SolveConfig(turns=2, samples=2, retime_best=False), ScriptedModel([reply] * 4), pool,
+                    store)  # fmt: skip
+        config = SolveConfig(turns=2, feedback="minimal", forked_from={"run": src, "name": "s", "turn": 2,
+                                                                       "feedback": "standard"})  # fmt: skip
+        fork = store.create_run("f", {"turns": 2}, "scripted", "cuda", "fp32")
+        traj = store.create_trajectory(fork, relu, 1)
+        assert copy_prefix(store, config, traj, relu, 1) == 1
+        (copied,) = store.turns(traj)
+        assert copied["eval_json"]["reused"] is not None and REPEATED_CODE not in copied["feedback"]
