@@ -239,6 +239,15 @@ def _evaluation_html(t: Mapping[str, Any]) -> str:
         ("timing", timing.get("method")),
         ("library share", f"{t['library_share']:.0%}" if t.get("library_share") is not None else None),
         ("stages (s)", ", ".join(f"{k} {v:.2f}" for k, v in (er.get("stages") or {}).items())),
+        (
+            "reused",
+            "the code repeats an earlier turn's, whose result this is; not evaluated again (that evaluation's "
+            "stages: "
+            + ", ".join(f"{k} {v:.2f}" for k, v in (er["reused"].get("stages") or {}).items())
+            + ")"
+            if er.get("reused")
+            else None,
+        ),  # fmt: skip
     ]
     if t.get("rescored"):
         r = t["rescored"]

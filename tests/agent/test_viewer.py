@@ -151,3 +151,12 @@ def test_in_a_headless_browser_a_cell_opens_its_turn_and_no_payload_runs(store, 
     shot = tmp_path / "shot.png"
     r = _chromium(tmp_path, f"--screenshot={shot}", "--window-size=1400,900", f"{page.as_uri()}#t-{ids[2]}")
     assert r.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_turn_that_reused_an_earlier_result_says_so_and_shows_that_evaluations_stages(tmp_path):
+    # its own `stages` are empty (nothing ran): the page showed no stage times and nothing saying why
+    from kb_agent.agent.viewer import _evaluation_html
+
+    er = {"status": "correct", "stages": {}, "reused": {"stages": {"timing": 2.5}, "child_start": {}}}
+    html = _evaluation_html({"status": "correct", "eval_json": er})
+    assert "<dt>reused</dt>" in html and "not evaluated again" in html and "timing 2.50" in html
