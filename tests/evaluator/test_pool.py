@@ -273,7 +273,9 @@ class Verdicts:
         time.sleep(self.seconds)
         if "boom" in job.source:
             raise RuntimeError("evaluator bug")
-        return EvalResult(status=self.status, speedup=1.5, stages={"timing": 2.0}, child_start={"method": "fork"})
+        return EvalResult(
+            status=self.status, speedup=1.5, stages={"timing": 2.0}, child_start={"method": "fork"}
+        )
 
 
 def test_a_repeated_source_gets_the_earlier_verdict_without_a_second_evaluation():
@@ -309,7 +311,9 @@ def test_a_timeout_or_runtime_error_is_evaluated_again(status):
 def test_a_twin_in_flight_waits_for_the_first_and_a_failed_first_leaves_it_to_evaluate():
     fake = Verdicts(seconds=0.3)
     pool = EvalPool(EvalSettings(device="cpu"), cpu_slots=2, run_job=fake, reuse_results=True)
-    results = [f.result(timeout=10) for f in [pool.submit(EvalJob(RELU, "same", pool.settings)) for _ in range(2)]]
+    results = [
+        f.result(timeout=10) for f in [pool.submit(EvalJob(RELU, "same", pool.settings)) for _ in range(2)]
+    ]
     assert fake.calls == 1 and sorted(r.reused is not None for r in results) == [False, True]
     boom = [pool.submit(EvalJob(RELU, "boom", pool.settings)) for _ in range(2)]
     for f in boom:
