@@ -43,7 +43,7 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "sample": ("int64", "which independent trajectory of the problem (0-based)"),
     "turn": ("int64", "turn index within the trajectory (1-based)"),
     "turn_id": ("int64", "the turn's id in the store (turns.id)"),
-    "parent": ("int64", "index of the turn this one continues (null for turn 1; a chain: turn - 1)"),
+    "parent": ("int64", "index of the turn this one continues (null for a root; a chain: turn - 1)"),
     "parent_turn_id": ("int64", "the parent turn's id in the store"),
     "status": ("string", "the evaluator's verdict (strict mode): correct, incorrect, rejected, ..."),
     "parity_status": ("string", "the verdict under KernelBench's rules alone"),
@@ -117,17 +117,18 @@ def export_rows(store: Store, run_ref: str) -> list[dict[str, Any]]:
     latest: dict[int, dict[str, Any]] = {}
     for r in store.rescores(run["id"]):  # oldest first: the last one wins
         latest[r["turn_id"]] = r
-    ids: dict[tuple[int, int], int] = {}
+    turns = store.run_turns(run["id"])
+    index_of = {t["id"]: t["idx"] for t in turns}  # a tree's parent is any earlier node, not turn - 1
     rows = []
-    for t in store.run_turns(run["id"]):
-        ids[(t["trajectory_id"], t["idx"])] = t["id"]
-        parent = t["idx"] - 1 if t["idx"] > 1 else None
+    for t in turns:
+        parent_id = t.get("parent_id")
+        parent = index_of.get(parent_id) if parent_id is not None else None
         rescored = latest.get(t["id"]) or {}
         row = {
             "run_id": run["id"], "run_name": run["name"], "model": run["model"],
             "problem": t["problem_key"], "level": t["level"], "problem_id": t["problem_id"],
             "problem_name": t["problem_name"], "sample": t["sample"], "turn": t["idx"], "turn_id": t["id"],
-            "parent": parent, "parent_turn_id": ids.get((t["trajectory_id"], parent)) if parent else None,
+            "parent": parent, "parent_turn_id": parent_id if parent is not None else None,
             "correct": None if t["status"] is None else bool(t["correct"]),
             "reused": None if t["eval_json"] is None else t["eval_json"].get("reused") is not None,
             "eval_summary": eval_summary(t),

@@ -265,3 +265,14 @@ def test_a_turn_that_reused_an_earlier_result_is_marked_so_its_figures_are_not_c
     rows = export_rows(store, "re")
     assert [r["reused"] for r in rows] == [False, True]
     assert [r["eval_summary"] for r in rows] == ["correct 1.500x", "correct 1.500x (reused)"]
+
+
+def test_a_tree_turn_exports_the_node_it_continues_not_the_turn_before(store):
+    # a beam or tree run: turns 1 and 2 are roots, turn 3 continues turn 1 (the export said 2: turn - 1)
+    rid = store.create_run("tree", {"turns": 3, "device": "cpu"}, "openai/gpt-4o", "triton", "fp32")
+    tid = store.create_trajectory(rid, Problem(0, 1, "1_op", "import torch\n", "test"), 0)
+    for idx, parent in ((1, 0), (2, 0), (3, 1)):
+        store.start_turn(tid, idx, [{"role": "user", "content": "go"}], parent_idx=parent)
+    rows = {r["turn"]: r for r in export_rows(store, "tree")}
+    assert [rows[i]["parent"] for i in (1, 2, 3)] == [None, None, 1]
+    assert rows[3]["parent_turn_id"] == rows[1]["turn_id"] and rows[2]["parent_turn_id"] is None
