@@ -16,9 +16,10 @@ from kb_agent.evaluator import diagnosis
 from kb_agent.evaluator.result import TrialResult
 
 MAX_LISTED_MISMATCHES = 5
-CHUNK_ELEMENTS = (
-    1 << 24
-)  # statistics are computed this many elements at a time (128 MB per float64 temporary)
+# statistics are computed this many elements at a time (128 MB per float64 temporary)
+CHUNK_ELEMENTS = 1 << 24
+# `_margin_pass`'s chunk: two buffers of the outputs' dtype (256 MB each in float64)
+FAST_CHUNK_ELEMENTS = 1 << 25
 # bound at import, which the worker does before the candidate's code runs: a candidate that replaces
 # torch.allclose does not change the verdict (strict mode also reports the replacement)
 _allclose = torch.allclose
@@ -37,18 +38,21 @@ def _scalar(x: torch.Tensor) -> float | str:
     return v if v == v and abs(v) != float("inf") else str(v)
 
 
-def flat_chunks(x: torch.Tensor, y: torch.Tensor) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
+def flat_chunks(
+    x: torch.Tensor, y: torch.Tensor, chunk: int | None = None
+) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
     """(flat start, chunk of x, chunk of y) over two same-shape tensors in row-major order, about
-    CHUNK_ELEMENTS at a time, so elementwise work on a 1.6e9-element output keeps its temporaries to a
+    `chunk` (default CHUNK_ELEMENTS) elements at a time, so elementwise work on a 1.6e9-element output keeps its temporaries to a
     few hundred MB. Contiguous tensors are cut as flat views; others (a transposed output, an expanded
     constant) in slabs along dim 0, so only one slab is ever copied."""
+    chunk = chunk or CHUNK_ELEMENTS
     if x.dim() <= 1 or (x.is_contiguous() and y.is_contiguous()):
         xf, yf = x.reshape(-1), y.reshape(-1)
-        for start in range(0, xf.numel(), CHUNK_ELEMENTS):
-            yield start, xf[start : start + CHUNK_ELEMENTS], yf[start : start + CHUNK_ELEMENTS]
+        for start in range(0, xf.numel(), chunk):
+            yield start, xf[start : start + chunk], yf[start : start + chunk]
         return
     per_row = x[0].numel() if x.shape[0] else 1
-    step = max(1, CHUNK_ELEMENTS // max(per_row, 1))
+    step = max(1, chunk // max(per_row, 1))
     for row in range(0, x.shape[0], step):
         yield row * per_row, x[row : row + step].reshape(-1), y[row : row + step].reshape(-1)
 
@@ -75,8 +79,59 @@ def _allclose_or_false(e: torch.Tensor, a: torch.Tensor, atol: float, rtol: floa
         return False
 
 
+def _margin_pass(e: torch.Tensor, a: torch.Tensor, atol: float, rtol: float, result: TrialResult) -> bool:
+    """The common case in one cheap sweep: True, with the statistics of a passing trial filled in (no
+    NaN or infinity, no mismatch), when every element is within half of allclose's bound,
+    |a - e| <= atol/2 + rtol/2 * |a|; otherwise False, `result` unchanged, and the caller decides with
+    torch.allclose itself.
+
+    Why the verdict is KernelBench's: the test is computed as max(|a - e| - rtol/2 * |a|) <= atol/2 in
+    the outputs' own float32/float64, so rounding moves each side by a few units in the last place,
+    far less than the factor of two to allclose's own bound (atol + rtol * |a|, computed by torch in
+    the same dtype); a NaN or infinity on either side makes the difference NaN or infinite, which fails
+    the test. So this never passes a trial allclose fails; a trial with elements between half the
+    bound and the bound goes on to the exact tests. Only for the same float32/float64 dtypes (half
+    precision rounds its bound coarsely, and a mixed pair fails in allclose anyway).
+
+    Each chunk (`flat_chunks`, FAST_CHUNK_ELEMENTS at a time) costs about ten elementwise passes in two
+    reused buffers of the outputs' dtype and no host sync; the reductions are read once at the end. On
+    an H200, a 1.6e9-element float32 output (KernelBench 1/19) compares in 0.043 s this way, 0.18 s
+    through the allclose path (`tests/bench/bench_compare.py`, 2026-12-04)."""
+    if e.dtype != a.dtype or e.dtype not in (torch.float32, torch.float64) or e.device != a.device:
+        return False
+    if not (math.isfinite(atol) and math.isfinite(rtol) and atol >= 0 and rtol >= 0):
+        return False
+    diff = work = torch.empty(0, dtype=e.dtype, device=e.device)
+    excess, maxes, sums, rels = [], [], [], []
+    for _, ec, ac in flat_chunks(e, a, FAST_CHUNK_ELEMENTS):
+        if diff.numel() < ec.numel():  # a slab of a non-contiguous output may be longer than a chunk
+            diff, work = (torch.empty(ec.numel(), dtype=e.dtype, device=e.device) for _ in range(2))
+        d, w = diff[: ec.numel()], work[: ec.numel()]
+        torch.sub(ac, ec, out=d)
+        d.abs_()
+        torch.abs(ac, out=w)
+        torch.add(d, w, alpha=-rtol / 2, out=w)  # |a - e| - rtol/2 * |a|: NaN where either is not finite
+        excess.append(w.max())
+        maxes.append(d.max())
+        sums.append(d.sum(dtype=torch.float64))
+        torch.abs(ec, out=w)
+        w.clamp_min_(1e-12)
+        torch.div(d, w, out=w)
+        rels.append(w.max())
+    worst, max_diff, max_rel = (torch.stack(x).max().to(torch.float64) for x in (excess, maxes, rels))
+    read = torch.stack([worst, max_diff, torch.stack(sums).sum(), max_rel])
+    worst, max_diff, sum_diff, max_rel = read.tolist()
+    if not worst <= atol / 2:  # NaN included
+        return False
+    result.nan_expected = result.inf_expected = result.nan_actual = result.inf_actual = 0
+    result.max_abs_diff, result.max_rel_diff = max_diff, max_rel
+    result.mean_abs_diff = sum_diff / result.numel
+    result.mismatched, result.mismatch_fraction, result.first_mismatches = 0, 0.0, []
+    return True
+
+
 def _passing_stats(e: torch.Tensor, a: torch.Tensor, atol: float, rtol: float, result: TrialResult) -> bool:
-    """The common case, cheaply: when every chunk passes KernelBench's allclose and both outputs are
+    """The next case, after `_margin_pass` and the non-finite counts: when every chunk passes KernelBench's allclose and both outputs are
     finite, fill the statistics of a passing trial (max/mean absolute and max relative difference,
     no mismatches) and return True; otherwise change nothing and return False, and `_chunked_stats`
     makes the full float64 account a mismatch needs. Differences are taken in the outputs' common
@@ -220,6 +275,9 @@ def compare_tensors(
             result.passed, result.problem = False, "device"
             return result
         a = a.to(e.device)
+    if result.numel and _margin_pass(e, a, atol, rtol, result):  # the common case: no counts to take
+        result.passed = True
+        return result
     if e.is_floating_point() or e.is_complex():
         result.nan_expected, result.inf_expected = _nonfinite_counts(e)
     if a.is_floating_point() or a.is_complex():

@@ -81,6 +81,74 @@ def test_the_passing_shortcut_leaves_a_mismatch_or_a_non_finite_output_to_the_fu
     assert same.passed and same.inf_expected == 3 and same.max_abs_diff is None  # no finite difference
 
 
+def _near_the_bound(dtype, atol, rtol, n=4000, seed=5):
+    """Pairs whose differences sit around allclose's bound: within it, on it, just past it, at half of
+    it, with zeros, huge values, NaN and infinities sprinkled in."""
+    g = torch.Generator().manual_seed(seed)
+    e = torch.randn(n, generator=g, dtype=torch.float64) * torch.logspace(-8, 30, n, dtype=torch.float64)
+    a = e.clone()
+    bound = atol + rtol * a.abs()
+    factor = torch.tensor([0.0, 0.25, 0.4999, 0.5, 0.5001, 0.99, 1.0, 1.0001, 2.0], dtype=torch.float64)
+    a = a + bound * factor[torch.randint(0, len(factor), (n,), generator=g)]
+    return e.to(dtype), a.to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("tol", [(1e-2, 1e-2), (1e-4, 1e-4), (1e-5, 0.0), (0.0, 1e-3), (0.0, 0.0)])
+def test_the_one_sweep_shortcut_never_passes_what_allclose_fails(dtype, tol):
+    atol, rtol = tol
+    e, a = _near_the_bound(dtype, atol, rtol)
+    for i in range(0, len(e), 50):  # windows of 50 elements: many pass, many fail
+        ew, aw = e[i : i + 50], a[i : i + 50]
+        r = compare.TrialResult(trial=0, seed=0, passed=False, numel=ew.numel())
+        if compare._margin_pass(ew, aw, atol, rtol, r):
+            assert torch.allclose(ew, aw, atol=atol, rtol=rtol), (i, ew, aw)
+            assert r.mismatched == 0 and r.nan_actual == 0
+        kernelbench = torch.allclose(ew, aw, atol=atol, rtol=rtol)
+        assert compare_outputs(ew, aw, atol, rtol, 0, 0).passed == kernelbench
+    specials = [(float("nan"), 1.0), (1.0, float("nan")), (float("inf"), float("inf")), (1.0, float("inf")),
+                (float("inf"), 1.0), (-float("inf"), float("inf")), (3e38, -3e38)]  # fmt: skip
+    for ev, av in specials:
+        ew, aw = torch.tensor([0.5, ev], dtype=dtype), torch.tensor([0.5, av], dtype=dtype)
+        r = compare.TrialResult(trial=0, seed=0, passed=False, numel=2)
+        assert not compare._margin_pass(ew, aw, atol, rtol, r) and r.max_abs_diff is None, (ev, av)
+
+
+@pytest.mark.parametrize("chunk", [7, 1 << 25])
+def test_the_one_sweep_shortcut_gives_the_statistics_of_the_full_account(monkeypatch, chunk):
+    monkeypatch.setattr(compare, "FAST_CHUNK_ELEMENTS", chunk)
+    g = torch.Generator().manual_seed(4)
+    e = torch.randn(41, 23, generator=g)
+    e[0, 0] = 0.0
+    a = e + 1e-4 * torch.randn(41, 23, generator=g)
+    for ew, aw in ((e, a), (e.t(), a.t())):  # contiguous, and transposed (slabs)
+        fast = compare.TrialResult(trial=0, seed=0, passed=False, numel=ew.numel())
+        assert compare._margin_pass(ew, aw, 1e-2, 1e-2, fast)
+        full = compare.TrialResult(trial=0, seed=0, passed=False, numel=ew.numel())
+        assert compare._chunked_stats(ew, aw, 1e-2, 1e-2, full)[0]
+        for field in ("max_abs_diff", "mean_abs_diff", "max_rel_diff"):
+            assert getattr(fast, field) == pytest.approx(getattr(full, field), rel=1e-5), field
+    # a difference between half the bound and the bound: not the shortcut's, still KernelBench's pass
+    near = e + 0.75 * (1e-2 + 1e-2 * e.abs())
+    r = compare.TrialResult(trial=0, seed=0, passed=False, numel=e.numel())
+    assert not compare._margin_pass(e, near, 1e-2, 1e-2, r)
+    assert compare_outputs(e, near, 1e-2, 1e-2, 0, 0).passed
+
+
+def test_relative_error_over_chunks_and_outputs(monkeypatch):
+    monkeypatch.setattr(compare, "CHUNK_ELEMENTS", 7)
+    g = torch.Generator().manual_seed(6)
+    e, f = torch.randn(10, 9, generator=g), torch.randn(5, generator=g)
+    a, b = e + 0.01 * torch.randn(10, 9, generator=g), f * 1.5
+    num = (a.double() - e.double()).square().sum() + (b.double() - f.double()).square().sum()
+    want = math.sqrt(num / (e.double().square().sum() + f.double().square().sum()))
+    assert relative_error((e, f), (a, b)) == pytest.approx(want, rel=1e-9)
+    a[9, 8] = float("nan")
+    assert relative_error(e, a) == float("inf")
+    assert relative_error(torch.zeros(4), torch.ones(4)) is None  # no scale to compare against
+    assert relative_error(e, e[:5]) == float("inf")  # a shape mismatch
+
+
 def test_chunked_verdict_is_allclose_on_the_whole_tensor(monkeypatch):
     monkeypatch.setattr(compare, "CHUNK_ELEMENTS", 5)
     e = torch.linspace(-1, 1, 101)
