@@ -259,17 +259,19 @@ def relative_error(expected, actual) -> float | None:
     import torch
     from kb_agent.evaluator.compare import flat_chunks, flatten_outputs
 
-    num = den = 0.0
+    nums, dens = [], []  # squared norms per chunk, left on the device until one read at the end
     for e, a in zip(flatten_outputs(expected), flatten_outputs(actual), strict=False):
         if not isinstance(e, torch.Tensor) or not isinstance(a, torch.Tensor) or e.shape != a.shape:
             return float("inf")
         for _, ec, ac in flat_chunks(e.detach(), a.detach().to(e.device)):  # bounded float64 temporaries
             e64 = ec.to(torch.float64)
-            d = (ac.to(torch.float64) - e64).norm().item()
-            if d != d:  # NaN
-                return float("inf")
-            num += d**2
-            den += e64.norm().item() ** 2
+            nums.append((ac.to(torch.float64) - e64).square().sum())
+            dens.append(e64.square().sum())
+    if not nums:
+        return None
+    num, den = torch.stack([torch.stack(nums).sum(), torch.stack(dens).sum()]).cpu().tolist()
+    if num != num:  # a NaN anywhere in the difference
+        return float("inf")
     if den == 0.0:
         return None
     return (num / den) ** 0.5

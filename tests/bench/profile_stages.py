@@ -2,7 +2,7 @@
 no sandbox) under cProfile, each stage timed, then the functions with the most cumulative seconds.
 
     KB_DATASET=... python tests/bench/profile_stages.py [--problem 1/19] [--candidate FILE] [--top 40]
-        [--repeat 2] [--profile-run 1] [--device cuda] [--no-strict] [--build-dir DIR]
+        [--repeat 2] [--profile-run 1] [--device cuda] [--no-strict] [--build-dir DIR] [--part MODULE:ATTR ...]
 
 The candidate defaults to the Triton ReLU of tests/bench/repro_kernels/ (no extension build, so the
 figures are the evaluator's own stages); `--candidate cuda:relu` is bench_latency's CUDA candidate
@@ -20,7 +20,8 @@ Prints, per evaluation, `{"stage_s": {stage: seconds}, "parts_s": {function: [ca
 one JSON line, then the profile's top functions by cumulative seconds (pstats' own table). `parts_s`
 times the evaluator's named steps (`PARTS`) by the wall clock, which holds where cProfile does not:
 torch's profiler (the stream census, the profile of the forward) takes Python's profiling hook over,
-and cProfile sees nothing of the evaluation after its first use.
+and cProfile sees nothing of the evaluation after its first use. `--part kb_agent.evaluator.compare:_passing_stats`
+(repeatable) times one more function so.
 """
 
 from __future__ import annotations
@@ -65,12 +66,13 @@ PARTS = (
 )
 
 
-def time_parts(parts_s: dict) -> None:
-    """Wrap each of `PARTS` so that its calls and wall seconds add up in `parts_s`."""
+def time_parts(parts_s: dict, parts: tuple[str, ...] = PARTS) -> None:
+    """Wrap each of `parts` ("module:attr", attr dotted for a method) so that its calls and wall seconds
+    add up in `parts_s`."""
     import functools
     import importlib
 
-    for spec in PARTS:
+    for spec in parts:
         module_name, attr = spec.split(":")
         owner = importlib.import_module(module_name)
         *path, name = attr.split(".")
@@ -118,6 +120,7 @@ def main() -> None:
     ap.add_argument("--no-strict", action="store_true")
     ap.add_argument("--cold-imports", action="store_true")
     ap.add_argument("--build-dir", type=Path)
+    ap.add_argument("--part", action="append", default=[], help="one more function to time, module:attr")
     args = ap.parse_args()
     problem = resolve_one(args.problem)
     settings = EvalSettings(device=args.device, strict=not args.no_strict, sandbox=False, fork_server=False)
@@ -141,7 +144,7 @@ def main() -> None:
         job["sandbox"] = None
         prof = cProfile.Profile()
         parts_s: dict = {}
-        time_parts(parts_s)
+        time_parts(parts_s, PARTS + tuple(args.part))
         for i in range(args.repeat):
             clock = StageClock()
             parts_s.clear()
