@@ -80,6 +80,11 @@ class EvalSettings:
         timed_trials: KernelBench's 100.
         flush_l2: write a buffer larger than L2 before every timed call.
         device_timing: also report the launch-latency-free device-time figure.
+        device_target_rse, device_min_trials: that figure's calls per model go in blocks of
+            `device_min_trials` until the relative standard error of the model's median
+            (`timing.median_rse`) is at most `device_target_rse`, `timed_trials` at most (our figure,
+            not KernelBench's: a steady kernel of milliseconds needs no 100 calls for a median known to
+            0.5 %); None: always `timed_trials`.
         baseline_compile: also time `torch.compile(Model)` and report that speedup.
         profile: profile one forward of a correct candidate (torch.profiler).
         limits: per-stage wall-clock limits.
@@ -144,6 +149,8 @@ class EvalSettings:
     timed_trials: int = 100
     flush_l2: bool = True
     device_timing: bool = True
+    device_target_rse: float | None = 0.005
+    device_min_trials: int = 20
     baseline_compile: bool = False
     profile: bool = True
     limits: StageLimits = field(default_factory=StageLimits)
@@ -184,6 +191,13 @@ class EvalSettings:
             raise ValueError(
                 f"repro trial counts must satisfy 1 <= min <= max (got min {self.repro_min_trials}, "
                 f"max {self.repro_max_trials})"
+            )
+        if self.device_min_trials < 1 or (
+            self.device_target_rse is not None and not self.device_target_rse > 0
+        ):
+            raise ValueError(
+                f"device_min_trials must be at least 1 and device_target_rse a positive number or None (got "
+                f"{self.device_min_trials}, {self.device_target_rse})"
             )
         if isinstance(self.limits, dict):
             self.limits = StageLimits(**self.limits)

@@ -12,7 +12,8 @@ Three figures, each with its method recorded:
   graph and replayed, each replay bracketed by events with L2 flushed before it, with no host
   synchronisation between trials, so launch latency stays out of the window. Models that cannot be
   captured are timed with the same loop on eager calls. Reference and candidate always share one method.
-  The median is reported as the figure (robust to the odd preempted trial).
+  The median is reported as the figure (robust to the odd preempted trial); calls go in blocks of 20
+  until that median's relative standard error is 0.5 % (`EvalSettings.device_target_rse`), 100 at most.
 * **repro** (`interleaved_graph_replay`, else `interleaved_events`): reference and candidate timed in
   alternating pairs until the figure's relative standard error is small, with a confidence interval and
   the SM clock before and after (`time_repro`; the section "the reproducible figure" below). The figure
@@ -308,22 +309,40 @@ def captured_graphs(
     return None
 
 
-def _events_loop(call: Callable[[], Any], *, warmup: int, trials: int, flusher: L2Flusher) -> list[float]:
+def _events_loop(
+    call: Callable[[], Any],
+    *,
+    warmup: int,
+    trials: int,
+    flusher: L2Flusher,
+    min_trials: int | None = None,
+    target_rse: float | None = None,
+) -> list[float]:
+    """Per-call times in ms of `call`, each bracketed by events after an L2 flush, no host sync between
+    calls. `trials` calls; with `target_rse` and `min_trials`, calls go in blocks of `min_trials` (one
+    sync per block) and stop after the first block at which the median's relative standard error
+    (`median_rse`) is at most `target_rse`, at `trials` at the latest."""
+    block = min(min_trials, trials) if target_rse and min_trials else trials
     with torch.no_grad():
         for _ in range(warmup):
             call()
         _sync()
-        pairs = []
-        for _ in range(trials):
-            flusher()
-            start = _Event(enable_timing=True)
-            end = _Event(enable_timing=True)
-            start.record()
-            call()
-            end.record()
-            pairs.append((start, end))
-        _sync()
-    return [s.elapsed_time(e) for s, e in pairs]
+        times: list[float] = []
+        while len(times) < trials:
+            pairs = []
+            for _ in range(min(block, trials - len(times))):
+                flusher()
+                start = _Event(enable_timing=True)
+                end = _Event(enable_timing=True)
+                start.record()
+                call()
+                end.record()
+                pairs.append((start, end))
+            _sync()
+            times += [s.elapsed_time(e) for s, e in pairs]
+            if target_rse and median_rse(times) <= target_rse:
+                break
+    return times
 
 
 def time_device(
@@ -335,21 +354,23 @@ def time_device(
     atol: float,
     rtol: float,
     graphs: dict[str, torch.cuda.CUDAGraph | None] | None = None,
+    min_trials: int | None = None,
+    target_rse: float | None = None,
 ) -> tuple[str, dict[str, list[float]]]:
     """Device-time figures for several models with one shared method; returns (method, times in ms by key).
 
     `atol`/`rtol` are the tolerances a graph replay must reproduce the eager output within; `graphs` a
     memo of captures shared with later calls on the same models and inputs (`captured_graphs`).
+    `trials` calls per model, or, with `target_rse` and `min_trials`, as many blocks of `min_trials`
+    calls as each model's median needs to reach that relative standard error (`_events_loop`): a
+    steady 3 ms kernel stops at the first block instead of timing 100 calls.
     """
+    kw = dict(warmup=warmup, trials=trials, flusher=flusher, min_trials=min_trials, target_rse=target_rse)
     captured = captured_graphs(fns, atol, rtol, graphs)
     if captured is not None:
-        return "cuda_graph_replay", {
-            k: _events_loop(g.replay, warmup=warmup, trials=trials, flusher=flusher)
-            for k, g in captured.items()
-        }
+        return "cuda_graph_replay", {k: _events_loop(g.replay, **kw) for k, g in captured.items()}
     return "back_to_back_events", {
-        k: _events_loop(lambda f=fn, a=args: f(*a), warmup=warmup, trials=trials, flusher=flusher)
-        for k, (fn, args) in fns.items()
+        k: _events_loop(lambda f=fn, a=args: f(*a), **kw) for k, (fn, args) in fns.items()
     }
 
 

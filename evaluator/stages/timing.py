@@ -33,8 +33,10 @@ def run(ev) -> None:
                 method, times = timing.time_device(
                     {"reference": (ev.ref_model, ref_in), "candidate": (ev.new_model, new_in)},
                     warmup=st.warmup, trials=st.timed_trials, flusher=flusher, atol=ev.atol, rtol=ev.rtol,
-                    graphs=graphs,
+                    graphs=graphs, min_trials=st.device_min_trials, target_rse=st.device_target_rse,
                 )  # fmt: skip
+                info.settings["device"] = {"min_trials": st.device_min_trials, "max_trials": st.timed_trials,
+                                           "target_rse": st.device_target_rse}  # fmt: skip
                 info.device_method = method
                 info.device_reference = timing.stats(times["reference"])
                 info.device_candidate = timing.stats(times["candidate"])

@@ -39,6 +39,19 @@ def test_time_device_falls_back_to_eager_events_for_a_model_with_a_host_read():
     torch.rand(16, device="cuda")
 
 
+def test_the_device_figure_of_a_steady_kernel_stops_at_its_first_block():
+    x = torch.randn(1 << 26, device="cuda")  # 256 MB: a ~0.15 ms memory-bound ReLU, steady when replayed
+    fns = {"reference": (torch.relu, [x]), "candidate": (torch.relu, [x.clone()])}
+    kw = dict(warmup=2, trials=100, flusher=timing.L2Flusher(x.device), atol=1e-5, rtol=1e-5)
+    method, times = timing.time_device(fns, min_trials=20, target_rse=0.05, **kw)
+    assert method == "cuda_graph_replay" and {len(t) for t in times.values()} == {20}, times
+    assert timing.median_rse(times["candidate"]) <= 0.05
+    _, every = timing.time_device(fns, **kw)  # no target: every trial
+    assert {len(t) for t in every.values()} == {100}
+    _, tight = timing.time_device(fns, min_trials=20, target_rse=1e-9, **kw)  # unreachable: the cap holds
+    assert {len(t) for t in tight.values()} == {100}
+
+
 # ------------------------------------------------------------------ streams (issue 11, items 3, 4, 5b)
 _SPIN_2MS = 4_000_000  # torch.cuda._sleep cycles: at least 2 ms below 2 GHz
 
