@@ -434,3 +434,13 @@ def test_mismatches_are_counted_by_allclose_s_own_test_in_the_output_dtype(dtype
     a[2] = 1.0
     r = compare_outputs(e, a, 1e-2, 1e-2, 0, 0)
     assert not r.passed and r.mismatched == 1 and [m["index"] for m in r.first_mismatches] == [[2]]
+
+
+@pytest.mark.parametrize("rtol", [3.5e38, 1e39, 1e300])
+def test_the_one_sweep_shortcut_takes_no_tolerance_past_the_dtype_s_max(rtol):
+    # in float32 torch.allclose rounds such an rtol to inf, and inf * |0| is NaN: the element a = 0 fails
+    # (rtol/2 fitted float32 and passed it; past 2 * float32's max torch.add's alpha raised)
+    e, a = torch.tensor([1.0, 2.0]), torch.tensor([1.0, 0.0])
+    kernelbench = torch.allclose(e, a, atol=1e30, rtol=rtol)
+    assert compare_outputs(e, a, 1e30, rtol, 0, 0).passed == kernelbench
+    assert compare_outputs(e.double(), a.double(), 1e30, rtol, 0, 0).passed
