@@ -444,3 +444,16 @@ def test_the_one_sweep_shortcut_takes_no_tolerance_past_the_dtype_s_max(rtol):
     kernelbench = torch.allclose(e, a, atol=1e30, rtol=rtol)
     assert compare_outputs(e, a, 1e30, rtol, 0, 0).passed == kernelbench
     assert compare_outputs(e.double(), a.double(), 1e30, rtol, 0, 0).passed
+
+
+@pytest.mark.parametrize("dtype, big", [(torch.float32, 1e30), (torch.float64, 1e300)])
+def test_the_one_sweep_shortcut_leaves_an_overflowing_relative_difference_to_the_full_account(dtype, big):
+    # |a - e| / 1e-12 overflows the outputs' dtype: the shortcut's max_rel_diff was inf, the full
+    # account's 1e42 in float32 (float64 differences) and in float64 that of the finite elements only
+    e, a = torch.tensor([0.0, 1.0], dtype=dtype), torch.tensor([big, 1.0], dtype=dtype)
+    assert torch.allclose(e, a, atol=0.0, rtol=3.0)
+    fast = compare_outputs(e, a, 0.0, 3.0, 0, 0)
+    full = compare.TrialResult(trial=0, seed=0, passed=False, numel=e.numel())
+    assert compare._chunked_stats(e, a, 0.0, 3.0, full)[0] and fast.passed
+    for field in ("max_abs_diff", "mean_abs_diff", "max_rel_diff"):
+        assert getattr(fast, field) == pytest.approx(getattr(full, field), rel=1e-5), field
