@@ -353,7 +353,8 @@ def _value_pattern(ev: Evidence, atol: float, rtol: float) -> str:
 
 def _fraction(k: float) -> str:
     """ " (1/64)" where `k` is close to one over a whole number, else ""."""
-    if 0 < abs(k) < 1:
+    # a subnormal k's inverse is inf, which round() raises on
+    if 0 < abs(k) < 1 and math.isfinite(1 / abs(k)):
         n = round(1 / abs(k))
         if n > 1 and abs(abs(k) * n - 1) < 1e-3:
             return f" ({'-' if k < 0 else ''}1/{n})"

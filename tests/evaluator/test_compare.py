@@ -457,3 +457,13 @@ def test_the_one_sweep_shortcut_leaves_an_overflowing_relative_difference_to_the
     assert compare._chunked_stats(e, a, 0.0, 3.0, full)[0] and fast.passed
     for field in ("max_abs_diff", "mean_abs_diff", "max_rel_diff"):
         assert getattr(fast, field) == pytest.approx(getattr(full, field), rel=1e-5), field
+
+
+def test_a_scale_factor_with_an_infinite_inverse_is_diagnosed_without_a_crash():
+    # a / e = -2.4e-313 (subnormal): round(1 / |k|) raised OverflowError out of compare_outputs
+    e, a = (
+        torch.tensor(-4.0923113839185104e299, dtype=torch.float64),
+        torch.tensor(1e-13, dtype=torch.float64),
+    )
+    r = compare_outputs(e, a, 1e-8, 1e-5, 0, 0)
+    assert not r.passed and r.problem == "values" and "scale factor" in r.diagnosis
