@@ -42,8 +42,8 @@ def flat_chunks(
     x: torch.Tensor, y: torch.Tensor, chunk: int | None = None
 ) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
     """(flat start, chunk of x, chunk of y) over two same-shape tensors in row-major order, about
-    `chunk` (default CHUNK_ELEMENTS) elements at a time, so elementwise work on a 1.6e9-element output keeps its temporaries to a
-    few hundred MB. Contiguous tensors are cut as flat views; others (a transposed output, an expanded
+    `chunk` (default CHUNK_ELEMENTS) elements at a time, so elementwise work on a 1.6e9-element output
+    keeps its temporaries to a few hundred MB. Contiguous tensors are cut as flat views; others (a transposed output, an expanded
     constant) in slabs along dim 0, so only one slab is ever copied."""
     chunk = chunk or CHUNK_ELEMENTS
     if x.dim() <= 1 or (x.is_contiguous() and y.is_contiguous()):
@@ -127,9 +127,18 @@ def _margin_pass(e: torch.Tensor, a: torch.Tensor, atol: float, rtol: float, res
     worst, max_diff, sum_diff, max_rel = read.tolist()
     if not worst <= atol / 2:  # NaN included
         return False
-    if not all(math.isfinite(x) for x in (max_diff, sum_diff, max_rel)):  # an overflow: the full account
+    if not _set_passing_stats(result, max_diff, sum_diff, max_rel):
         return False
     result.nan_expected = result.inf_expected = result.nan_actual = result.inf_actual = 0
+    return True
+
+
+def _set_passing_stats(result: TrialResult, max_diff: float, sum_diff: float, max_rel: float) -> bool:
+    """Fill a passing trial's statistics (no mismatches) from its max and summed absolute difference
+    and max relative difference, and return True; return False, `result` unchanged, where one of them
+    overflowed, which the full float64 account (`_chunked_stats`) then takes."""
+    if not all(math.isfinite(x) for x in (max_diff, sum_diff, max_rel)):
+        return False
     result.max_abs_diff, result.max_rel_diff = max_diff, max_rel
     result.mean_abs_diff = sum_diff / result.numel
     result.mismatched, result.mismatch_fraction, result.first_mismatches = 0, 0.0, []
@@ -137,8 +146,8 @@ def _margin_pass(e: torch.Tensor, a: torch.Tensor, atol: float, rtol: float, res
 
 
 def _passing_stats(e: torch.Tensor, a: torch.Tensor, atol: float, rtol: float, result: TrialResult) -> bool:
-    """The next case, after `_margin_pass` and the non-finite counts: when every chunk passes KernelBench's allclose and both outputs are
-    finite, fill the statistics of a passing trial (max/mean absolute and max relative difference,
+    """The next case, after `_margin_pass` and the non-finite counts: when every chunk passes
+    KernelBench's allclose and both outputs are finite, fill the statistics of a passing trial (max/mean absolute and max relative difference,
     no mismatches) and return True; otherwise change nothing and return False, and `_chunked_stats`
     makes the full float64 account a mismatch needs. Differences are taken in the outputs' common
     dtype (float32 at least) and summed in float64, each chunk's reductions left on the device until
@@ -159,12 +168,7 @@ def _passing_stats(e: torch.Tensor, a: torch.Tensor, atol: float, rtol: float, r
         rels.append((diff / ec.abs().clamp_min(1e-12)).amax())
     max_diff, sum_diff, max_rel = (torch.stack(x).to(torch.float64) for x in (maxes, sums, rels))
     max_diff, sum_diff, max_rel = float(max_diff.max()), float(sum_diff.sum()), float(max_rel.max())
-    if not all(math.isfinite(x) for x in (max_diff, sum_diff, max_rel)):  # an overflow: the full account
-        return False
-    result.max_abs_diff, result.max_rel_diff = max_diff, max_rel
-    result.mean_abs_diff = sum_diff / result.numel
-    result.mismatched, result.mismatch_fraction, result.first_mismatches = 0, 0.0, []
-    return True
+    return _set_passing_stats(result, max_diff, sum_diff, max_rel)
 
 
 def _chunked_stats(

@@ -269,7 +269,7 @@ def relative_error(expected, actual) -> float | None:
             dens.append(e64.square().sum())
     if not nums:
         return None
-    num, den = torch.stack([torch.stack(nums).sum(), torch.stack(dens).sum()]).cpu().tolist()
+    num, den = torch.stack([torch.stack(nums).sum(), torch.stack(dens).sum()]).tolist()
     if num != num:  # a NaN anywhere in the difference
         return float("inf")
     if den == 0.0:

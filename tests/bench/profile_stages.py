@@ -2,7 +2,8 @@
 no sandbox) under cProfile, each stage timed, then the functions with the most cumulative seconds.
 
     KB_DATASET=... python tests/bench/profile_stages.py [--problem 1/19] [--candidate FILE] [--top 40]
-        [--repeat 2] [--profile-run 1] [--device cuda] [--no-strict] [--build-dir DIR] [--part MODULE:ATTR ...]
+        [--repeat 2] [--profile-run 1] [--device cuda] [--no-strict] [--build-dir DIR]
+        [--part MODULE:ATTR ...]
 
 The candidate defaults to the Triton ReLU of tests/bench/repro_kernels/ (no extension build, so the
 figures are the evaluator's own stages); `--candidate cuda:relu` is bench_latency's CUDA candidate
@@ -20,8 +21,8 @@ Prints, per evaluation, `{"stage_s": {stage: seconds}, "parts_s": {function: [ca
 one JSON line, then the profile's top functions by cumulative seconds (pstats' own table). `parts_s`
 times the evaluator's named steps (`PARTS`) by the wall clock, which holds where cProfile does not:
 torch's profiler (the stream census, the profile of the forward) takes Python's profiling hook over,
-and cProfile sees nothing of the evaluation after its first use. `--part kb_agent.evaluator.compare:_passing_stats`
-(repeatable) times one more function so.
+and cProfile sees nothing of the evaluation after its first use. `--part MODULE:ATTR` (repeatable; e.g.
+kb_agent.evaluator.compare:_passing_stats) times one more function so.
 """
 
 from __future__ import annotations
