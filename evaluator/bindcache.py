@@ -30,6 +30,7 @@ Layout under `cache_dir(build_root)`:
     objects/<key>/main.o, entry.json     a binding object and its record (sha256, size, what the key hashed)
     pch/<key>/kb_torch_extension.h(.gch)  a precompiled torch/extension.h for one set of flags, entry.json
     locks/<key>.lock                      held (flock) by the publisher compiling <key>
+    publish.log                           the publishers' and the header warmer's outcomes, a JSON line each
     staging/                              the publisher's work folders
 
 A shortcut that cannot be taken (torch's internals not as expected, an option it does not cover) falls
@@ -62,7 +63,7 @@ REQUEST = "kb_binding_request.json"  # what a child leaves in its build folder f
 PLACEHOLDER = "kb_binding_placeholder"  # the extension name while the key is computed
 PCH_HEADER = "kb_torch_extension.h"
 WAIT_S = 60.0  # how long a build waits for a publisher already compiling its key (it would take as long)
-MAX_PCH = 3  # precompiled headers kept (about 0.8 GB each for CPU torch's headers), the newest
+MAX_PCH = 4  # precompiled headers kept (about 0.8 GB each for CPU torch's headers), the newest: WARM_CFLAGS and one more
 MAX_OBJECTS = 1000  # binding objects kept (2-3 MB each), the newest
 MAX_REQUEST_BYTES = 2 << 20
 PUBLISH_TIMEOUT_S = 600.0
@@ -735,6 +736,88 @@ def _build_pch(root: Path, spec: list[str], timeout_s: float) -> bool:
         shutil.rmtree(staging, ignore_errors=True)
 
 
+# the extra_cflags whose precompiled header `warm_pch` makes ahead of the first candidate, in this order:
+# none (torch's default, and what a candidate that passes no extra_cflags gets), [""] (KernelBench's
+# prompt example passes extra_cflags=[""], which models copy) and ["-O3"]; as many as MAX_PCH keeps
+WARM_CFLAGS: tuple[tuple[str, ...], ...] = ((), ("",), ("-O3",))
+
+
+def default_spec(extra_cflags: tuple[str, ...] | list[str] = (), with_cuda: bool = True) -> list[str]:
+    """`compile_spec` of the main.cpp of a `load_inline` call with these extra_cflags and torch's defaults
+    otherwise (its cuda_sources given: `with_cuda`). Raises ShortcutError as `compile_spec` does."""
+    import tempfile
+
+    import torch.utils.cpp_extension as ce
+
+    with tempfile.TemporaryDirectory(prefix="kb-spec-") as d:
+        a = {"extra_cflags": list(extra_cflags), "extra_cuda_cflags": ["-arch=unused"], "extra_ldflags": [],
+             "verbose": False}  # fmt: skip
+        return compile_spec(torch_ninja(ce, Path(d), [str(Path(d) / "main.cpp")], a, with_cuda))
+
+
+def warm_pch(root: str | os.PathLike, timeout_s: float = PUBLISH_TIMEOUT_S,
+             cflag_sets: tuple[tuple[str, ...], ...] = WARM_CFLAGS, with_cuda: bool = True) -> list[dict]:  # fmt: skip
+    """Precompile torch/extension.h for the usual flags (`WARM_CFLAGS`, candidates with CUDA sources:
+    `with_cuda`) before any candidate needs it, so that the first builds of a fresh cache compile main.cpp
+    against it too (on the H200, 2026-12-04: main.cpp without the header about 15 s, longer than the
+    .cu's 9-10 s; with it, hidden behind the .cu). One outcome per set: {"extra_cflags", "status":
+    "exists" | "built" | "busy or failed" | "no spec: WHY", "seconds"}."""
+    root = Path(root)
+    out = []
+    for flags in cflag_sets:
+        t0 = time.perf_counter()
+        try:
+            spec = default_spec(flags, with_cuda)
+        except ShortcutError as e:
+            out.append({"extra_cflags": list(flags), "status": f"no spec: {e}", "seconds": 0.0})
+            continue
+        if find_pch(root, pch_key(spec)) is not None:
+            status = "exists"
+        else:
+            status = "built" if _build_pch(root, spec, timeout_s) else "busy or failed"
+        out.append(
+            {"extra_cflags": list(flags), "status": status, "seconds": round(time.perf_counter() - t0, 3)}
+        )
+    return out
+
+
+def _warm_pch_main(root: str) -> int:
+    """`python -m kb_agent.evaluator.bindcache warm-pch CACHE`: `warm_pch`, one JSON line per outcome;
+    nothing where this torch has no CUDA (its candidates build no modules: CUDA sources are only checked
+    with nvcc)."""
+    import torch
+
+    if torch.version.cuda is not None:
+        for outcome in warm_pch(root):
+            print(json.dumps({"warm_pch": outcome}), flush=True)
+    return 0
+
+
+_PCH_WARMER: list[subprocess.Popen] = []  # the one warmer this process started (`spawn_pch_warmer`)
+
+
+def spawn_pch_warmer(root: str | os.PathLike) -> subprocess.Popen | None:
+    """`warm_pch` in a process of its own session, not waited for, at most once per process; its
+    outcomes go to `root`/publish.log. None when it was started before or when KB_BINDING_PCH=0."""
+    if _PCH_WARMER or os.environ.get("KB_BINDING_PCH", "1") == "0":
+        return None
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / "publish.log", "a") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kb_agent.evaluator.bindcache", "warm-pch", str(root)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            env=_clean_env(),
+        )  # fmt: skip
+    _PCH_WARMER.append(proc)
+    return proc
+
+
+def pch_warmer() -> subprocess.Popen | None:
+    """The warmer `spawn_pch_warmer` started in this process, if any (a benchmark waits for it)."""
+    return _PCH_WARMER[0] if _PCH_WARMER else None
+
+
 def _make_dirs(root: Path) -> None:
     for sub in ("locks", "staging", "objects", "pch"):
         (root / sub).mkdir(parents=True, exist_ok=True)
@@ -771,20 +854,39 @@ def spawn_publisher(build_root: str | os.PathLike, root: str | os.PathLike) -> s
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     with open(root / "publish.log", "a") as log:
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             [sys.executable, "-m", "kb_agent.evaluator.bindcache", "publish", str(build_root), str(root)],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             env=_clean_env(),
         )  # fmt: skip
+    _PUBLISHERS[:] = [p for p in _PUBLISHERS if p.poll() is None] + [proc]
+    return proc
+
+
+_PUBLISHERS: list[subprocess.Popen] = []  # those `spawn_publisher` started in this process, still running
+
+
+def wait_for_publishers(timeout_s: float) -> float:
+    """Wait until the publishers and the header warmer this process started have ended, at most
+    `timeout_s`; the seconds waited. (A benchmark's stand-in for the model's reply between two turns,
+    during which they run.)"""
+    t0 = time.perf_counter()
+    for proc in [*_PUBLISHERS, *_PCH_WARMER]:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=max(0.0, timeout_s - (time.perf_counter() - t0)))
+    return time.perf_counter() - t0
 
 
 if __name__ == "__main__":
     if len(sys.argv) > 3 and sys.argv[1] == "run":
         sys.exit(_run_main(sys.argv[2], sys.argv[3:]))
+    if len(sys.argv) == 3 and sys.argv[1] == "warm-pch":
+        sys.exit(_warm_pch_main(sys.argv[2]))
     if len(sys.argv) == 4 and sys.argv[1] == "publish":
         for outcome in publish(sys.argv[2], sys.argv[3], pch=os.environ.get("KB_BINDING_PCH", "1") != "0"):
             print(json.dumps(outcome), flush=True)
         sys.exit(0)
     sys.exit(
-        "usage: python -m kb_agent.evaluator.bindcache publish BUILD_ROOT CACHE | run STAGING [--read=DIR ...] -- CMD..."
+        "usage: python -m kb_agent.evaluator.bindcache publish BUILD_ROOT CACHE | warm-pch CACHE"
+        " | run STAGING [--read=DIR ...] -- CMD..."
     )

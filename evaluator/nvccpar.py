@@ -182,14 +182,18 @@ def plan(nvcc: str, args: list[str], tmp: Path) -> tuple[dict, list[str], list[s
     return env, steps[: fe + 1], device, [steps[-1]]
 
 
-def _run(steps: list[str], env: dict, out: list) -> int:
-    """Run steps in order, each's output appended to `out`; the first failure's status, else 0."""
+def _run(steps: list[str], env: dict, out: list, times: list | None = None) -> int:
+    """Run steps in order, each's output appended to `out` and, with `times`, its tool and wall seconds
+    appended there as `[tool, s]`; the first failure's status, else 0."""
     for cmd in steps:
         if cmd.startswith("rm "):  # nvcc removes its temporary files quietly, whether they are there or not
             for f in shlex.split(cmd)[1:]:
                 Path(f).unlink(missing_ok=True)
             continue
+        t0 = time.perf_counter()
         r = subprocess.run(["bash", "-c", cmd], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        if times is not None:
+            times.append([os.path.basename(shlex.split(cmd)[0]), round(time.perf_counter() - t0, 3)])
         out.append(r.stdout)
         if r.returncode:
             return r.returncode
@@ -197,7 +201,10 @@ def _run(steps: list[str], env: dict, out: list) -> int:
 
 
 def compile_parallel(nvcc: str, args: list[str]) -> tuple[int, bytes, dict]:
-    """Compile as `nvcc args` would (module doc): (exit status, the tools' output in nvcc's order, record)."""
+    """Compile as `nvcc args` would (module doc): (exit status, the tools' output in nvcc's order, record).
+    A record of the parallel path holds `steps`: `plan_s` (nvcc --dryrun and its variables), then per
+    chain (`host`, `device`, `final`) each tool's wall seconds in order, as `[tool, s]`."""
+    t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kbnvcc.") as t:
         tmp = Path(t)
         try:
@@ -209,12 +216,15 @@ def compile_parallel(nvcc: str, args: list[str]) -> tuple[int, bytes, dict]:
         host_out: list[bytes] = []
         dev_out: list[bytes] = []
         dev_rc = [0]
-        worker = threading.Thread(target=lambda: dev_rc.__setitem__(0, _run(device, env, dev_out)))
+        steps: dict[str, list] = {"plan_s": round(time.perf_counter() - t0, 3), "host": [], "device": []}
+        worker = threading.Thread(
+            target=lambda: dev_rc.__setitem__(0, _run(device, env, dev_out, steps["device"]))
+        )
         worker.start()
         dep_run = None
         if deps is not None:  # nvcc -M: its own preprocessor pass, beside the two chains
             dep_run = subprocess.Popen(deps, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        rc = _run(host, env, host_out)
+        rc = _run(host, env, host_out, steps["host"])
         worker.join()
         if dep_run is not None:
             dep_out = dep_run.communicate()[0]
@@ -222,22 +232,25 @@ def compile_parallel(nvcc: str, args: list[str]) -> tuple[int, bytes, dict]:
                 return dep_run.returncode, b"".join([*host_out, dep_out]), {"path": PARALLEL, "reason": ""}
         if rc:  # nvcc stops at the host front end's failure: its output alone
             return rc, b"".join(host_out), {"path": PARALLEL, "reason": ""}
-        record = {"path": PARALLEL, "reason": ""}
+        record = {"path": PARALLEL, "reason": "", "steps": steps}
         try:
             same = Path(_stock_id(host[-1])).read_bytes() == (tmp / "kb_device.module_id").read_bytes()
         except OSError:
             same = False
         if not same:  # the device chain again, as nvcc runs it (after cudafe++)
+            steps["device"] = []
             record = {
                 "path": RERUN,
                 "reason": "cicc's module id differed from cudafe++'s (or cicc wrote none)",
+                "steps": steps,
             }
             dev_out = []
-            dev_rc[0] = _run(_stock_device(device, host[-1], tmp), env, dev_out)
+            dev_rc[0] = _run(_stock_device(device, host[-1], tmp), env, dev_out, steps["device"])
         if dev_rc[0]:
             return dev_rc[0], b"".join(host_out + dev_out), record
         out: list[bytes] = []
-        rc = _run(final, env, out)
+        steps["final"] = []
+        rc = _run(final, env, out, steps["final"])
         return rc, b"".join(host_out + dev_out + out), record
 
 

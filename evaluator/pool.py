@@ -276,6 +276,10 @@ class EvalPool:
         self._run = _SlotGroup(slots, self._cond)
         self._build = _SlotGroup(builds, self._cond)
         self._t0 = time.monotonic()
+        if run_job is None and run_phases is None and device != "cpu":  # this process's evaluations
+            from kb_agent.evaluator.runner import warm_headers
+
+            warm_headers(self.settings)
 
     # -- the interface -----------------------------------------------------------------------------------
     @property

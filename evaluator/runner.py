@@ -234,6 +234,7 @@ def evaluate(
         This function does not raise for anything the candidate does.
     """
     t_start, kills = time.perf_counter(), _KILLS[0]
+    warm_headers(settings)
     workdir = new_workdir("kb-eval-")  # sweeps those a killed harness left (evaluator.workdir)
     build_root = candidate_build_root(candidate_source) if settings.reuse_builds else workdir / "build"
     build_root.mkdir(parents=True, exist_ok=True)
@@ -380,6 +381,20 @@ def _judged(
         result.ref_runtime_ms = result.timing.reference.mean_ms
         result.runtime_ms = result.timing.candidate.mean_ms
         result.speedup = result.timing.speedup
+
+
+def warm_headers(settings: EvalSettings) -> None:
+    """Start precompiling torch/extension.h for the binding cache (`bindcache.spawn_pch_warmer`: once per
+    process, detached) where candidates will build on a GPU; the first evaluation and an evaluation pool
+    on a GPU call it."""
+    if settings.device == "cpu" or not settings.reuse_builds:
+        return
+    from kb_agent.evaluator import bindcache
+
+    try:
+        bindcache.spawn_pch_warmer(bindcache.cache_dir(default_build_root()))
+    except OSError as e:  # the cache is an optimisation: an evaluation never fails for it
+        log.warning("binding cache: the header warmer could not start: %s", e)
 
 
 def _publish_bindings(settings: EvalSettings, build_root: Path) -> None:

@@ -48,7 +48,7 @@ Prints one JSON line per case:
 
     {"case": …, "median_s": …, "n": …, "stages": {stage: median seconds}, "goal_s": …, "goal_met": …,
      "failed": [...], "skipped": [...], "child_start": {method: count}, "build_paths": {path: count},
-     "cuda_includes": {include: count}}
+     "cuda_includes": {include: count}, "publish_wait_s": …, "nvcc_s": …, "main_cpp_pch": …}
 
 `median_s` is the median over kernels of the wall seconds of one evaluation (of the whole `python -c`
 process for stock_load_inline); `stages` the medians of `EvalResult.stages` (setup: the child's start
@@ -61,8 +61,14 @@ evaluator records how its child started) and, for the stock build, import_torch 
 the results that repeat an earlier evaluation (`EvalResult.reused`). Only correct evaluations count;
 others are listed under `failed` with their status. cpu_triton_in_solve adds `import_s` (the median
 of `python -c "import torch, triton"`), `ratio` (median_s / import_s, goal 1.2) and `first_s` (the
-solve's first evaluation, which starts what the evaluator keeps warm). Progress goes to stderr;
---json also writes every evaluation's record.
+solve's first evaluation, which starts what the evaluator keeps warm). Where they apply:
+`publish_wait_s` (refine_same_decls: the seconds waited, before the refinement, for the harness to
+finish publishing the first build's binding object, `bindcache.wait_for_publishers`; in a solve that
+runs while the model writes its reply, and here the reply is instant), `nvcc_s` (the median seconds of
+a build's .cu compiles, `compile.builds[i]["nvcc"]`) and `main_cpp_pch` (builds that compiled main.cpp
+against the cached precompiled header). The warm-up also waits for the precompiled headers its
+evaluation started (`bindcache.warm_pch`, `pch_warm_s` in its line): they are kept warm, like the fork
+server. Progress goes to stderr; --json also writes every evaluation's record.
 """
 
 from __future__ import annotations
@@ -83,7 +89,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from kb_agent.evaluator import EvalResult, EvalSettings, Status, evaluate  # noqa: E402
+from kb_agent.evaluator import EvalResult, EvalSettings, Status, bindcache, evaluate  # noqa: E402
 from kb_agent.evaluator.pool import EvalJob, EvalPool  # noqa: E402
 from kb_agent.problems import Problem, resolve_one  # noqa: E402
 
@@ -321,6 +327,15 @@ def summarise(case: str, recs: list[dict], skipped: list[str]) -> dict:
         line["build_paths"] = dict(paths)
     if includes:
         line["cuda_includes"] = dict(includes)
+    waits = [r["publish_wait_s"] for r in ok if "publish_wait_s" in r]
+    if waits:
+        line["publish_wait_s"] = median(waits)
+    compiled = [b for r in ok for b in r["builds"] if not b.get("cached")]  # each build once, where it ran
+    nvcc = [sum(n.get("seconds", 0.0) for n in b["nvcc"]) for b in compiled if b.get("nvcc")]
+    if nvcc:
+        line["nvcc_s"] = median(nvcc)
+    if any("pch" in b for b in compiled):
+        line["main_cpp_pch"] = sum(1 for b in compiled if b.get("pch"))
     return line
 
 
@@ -367,9 +382,14 @@ def gpu_cases(names: list[str], cases: list[str], budget: Budget, small: bool, d
             else:
                 backend = "triton" if case == "triton" else "cuda"
                 through = pool if case in ("first_build_cuda", "identical_in_solve") else None
+                # a refinement follows the model's reply, during which the harness publishes the first
+                # build's binding object; here the reply is instant, so that wait is taken apart
+                waited = bindcache.wait_for_publishers(120.0) if case == "refine_same_decls" else None
                 recs.append(
                     timed_evaluate(case, name, kernel, problem, sources[case], backend, device, through)
                 )
+                if waited is not None:
+                    recs[-1]["publish_wait_s"] = round(waited, 3)
                 first = recs[-1] if case == "first_build_cuda" else first
     return out
 
@@ -418,6 +438,8 @@ def warm_up(device: str) -> dict:
     r = evaluate(resolve_one("toy/relu"), WARMUP, EvalSettings(device=device))
     out = {"status": str(r.status), "wall_s": round(time.perf_counter() - t0, 3),
            "child_start": getattr(r, "child_start", None) or {}}  # fmt: skip
+    # the precompiled headers the evaluation started (bindcache.warm_pch): part of what is kept warm
+    out["pch_warm_s"] = round(bindcache.wait_for_publishers(300.0), 3)
     log(f"warm-up: {out}")
     return out
 

@@ -356,8 +356,11 @@ def test_an_own_build_compiles_main_cpp_against_the_cached_precompiled_header(tm
 
     root = tmp_path / "bindings"
     spec = compile_spec(_ninja(tmp_path / "spec", cflags=["-O1"]))
-    assert bindcache._build_pch(root, spec, 900.0)
+    assert bindcache.default_spec(["-O1"], with_cuda=False) == spec  # what warm_pch precompiles for
+    (warmed,) = bindcache.warm_pch(root, 900.0, cflag_sets=(("-O1",),), with_cuda=False)
+    assert warmed["status"] == "built", warmed
     assert bindcache.find_pch(root, bindcache.pch_key(spec)) is not None
+    assert [o["status"] for o in bindcache.warm_pch(root, 900.0, (("-O1",),), with_cuda=False)] == ["exists"]
     w = LoadInlineWrapper(tmp_path / "cand", "9.0", cuda_torch=False, salt="s", bind_root=root)
     original = ce.load_inline
     w.install()
@@ -374,6 +377,30 @@ def test_an_own_build_compiles_main_cpp_against_the_cached_precompiled_header(tm
     # failed, and refinement turns on the H200 found the binding object 2 times of 10)
     (outcome,) = bindcache.publish(tmp_path / "cand", root)
     assert outcome["status"] == "published" and outcome["reason"] == "with the precompiled header", outcome
+
+
+def test_the_header_warmer_starts_once_per_process_and_not_when_headers_are_off(tmp_path, monkeypatch):
+    monkeypatch.setattr(bindcache, "_PCH_WARMER", [])
+    monkeypatch.setenv("KB_BINDING_PCH", "0")
+    assert bindcache.spawn_pch_warmer(tmp_path / "off") is None and bindcache.pch_warmer() is None
+    monkeypatch.delenv("KB_BINDING_PCH")
+    proc = bindcache.spawn_pch_warmer(tmp_path / "on")
+    assert proc is not None and bindcache.pch_warmer() is proc
+    assert bindcache.spawn_pch_warmer(tmp_path / "on") is None  # once per process
+    assert proc.wait(timeout=120) == 0
+    import torch
+
+    log = (tmp_path / "on" / "publish.log").read_text()
+    if torch.version.cuda is None:  # a CPU torch's candidates build no modules: nothing precompiled
+        assert log == "" and not (tmp_path / "on" / "pch").exists()
+    else:
+        assert '"warm_pch"' in log
+
+
+def test_the_default_spec_is_the_one_a_candidate_with_those_flags_gets(tmp_path):
+    spec = compile_spec(_ninja(tmp_path / "spec", cflags=[""]))
+    assert bindcache.default_spec([""], with_cuda=False) == spec
+    assert bindcache.default_spec([], with_cuda=False) != spec  # extra_cflags=[""] is a key of its own
 
 
 def test_a_build_record_says_when_the_last_publish_of_its_declarations_failed(tmp_path):

@@ -135,8 +135,15 @@ def test_the_command_line_leaves_a_record_beside_the_object(tmp_path):
     r = subprocess.run([sys.executable, "-m", "kb_agent.evaluator.nvccpar", NVCC, *ARCH, "-c", str(cu), "-o", str(obj)],
                        capture_output=True, text=True)  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
-    assert nvccpar.records(tmp_path) == [{"object": "cuda.cuda.o", "path": "parallel", "reason": "",
-                                          "seconds": nvccpar.records(tmp_path)[0]["seconds"]}]  # fmt: skip
+    (record,) = nvccpar.records(tmp_path)
+    assert {k: record[k] for k in ("object", "path", "reason")} == {"object": "cuda.cuda.o", "path": "parallel",
+                                                                     "reason": ""}  # fmt: skip
+    steps = record["steps"]
+    assert [t for t, _ in steps["host"]][-1] == "cudafe++"
+    assert "cicc" in [t for t, _ in steps["device"]] and "ptxas" in [t for t, _ in steps["device"]]
+    assert len(steps["final"]) == 1
+    chains = max(sum(s for _, s in steps["host"]), sum(s for _, s in steps["device"]))
+    assert steps["plan_s"] + chains + steps["final"][0][1] <= record["seconds"]
 
 
 @needs_nvcc
