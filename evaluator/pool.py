@@ -276,6 +276,9 @@ class EvalPool:
         self._run = _SlotGroup(slots, self._cond)
         self._build = _SlotGroup(builds, self._cond)
         self._t0 = time.monotonic()
+        # evaluations running in the pool (from a job's start to its result), and the seconds in which
+        # at least one was: the denominator of gpu_busy(in_flight=True)
+        self._in_flight, self._in_flight_since, self._in_flight_s = 0, 0.0, 0.0
         if run_job is None and run_phases is None and device != "cpu":  # this process's evaluations
             from kb_agent.evaluator.runner import warm_headers
 
@@ -352,12 +355,24 @@ class EvalPool:
 
     def _run_now(self, job: EvalJob) -> Any:
         slots = JobSlots(self, job)
-        if self._run_phases is not None:
-            return self._run_phases(job, slots)
-        with slots.run() as slot:
-            if job.settings.device != slot.device:
-                job = dataclasses.replace(job, settings=dataclasses.replace(job.settings, device=slot.device))
-            return self._run_job(job)
+        with self._cond:
+            if self._in_flight == 0:
+                self._in_flight_since = time.monotonic()
+            self._in_flight += 1
+        try:
+            if self._run_phases is not None:
+                return self._run_phases(job, slots)
+            with slots.run() as slot:
+                if job.settings.device != slot.device:
+                    job = dataclasses.replace(
+                        job, settings=dataclasses.replace(job.settings, device=slot.device)
+                    )
+                return self._run_job(job)
+        finally:
+            with self._cond:
+                self._in_flight -= 1
+                if self._in_flight == 0:
+                    self._in_flight_s += time.monotonic() - self._in_flight_since
 
     def submit(self, job: EvalJob) -> Future:
         """`run(job)` on a helper (daemon) thread; returns a Future of its result (or its exception)."""
@@ -401,13 +416,22 @@ class EvalPool:
         with self._cond:
             return len(self._run.waiting) + len(self._build.waiting)
 
-    def gpu_busy(self) -> float | None:
+    def in_flight_seconds(self) -> float:
+        """Seconds since the pool was made in which at least one evaluation was in it (building, waiting
+        for a slot or running; a reused result takes none)."""
+        with self._cond:
+            now = time.monotonic()
+            return self._in_flight_s + (now - self._in_flight_since if self._in_flight else 0.0)
+
+    def gpu_busy(self, in_flight: bool = False) -> float | None:
         """Fraction (0..1) of the time since the pool was made that its GPU slots were held, summed over
         GPUs and divided by their number; None for a CPU pool. Build slots do not count. With
-        `per_gpu` above 1 a GPU counts as busy while any of its slots is held."""
+        `per_gpu` above 1 a GPU counts as busy while any of its slots is held. With `in_flight`, of the
+        time some candidate was in the pool instead (`in_flight_seconds`): how busy the GPU is while
+        candidates wait for their verdicts, the time every trajectory waits for its model left out."""
         if not self.on_gpu:
             return None
-        elapsed = time.monotonic() - self._t0
+        elapsed = self.in_flight_seconds() if in_flight else time.monotonic() - self._t0
         if elapsed <= 0:
             return 0.0
         per_device: dict[str, float] = {}

@@ -23,7 +23,8 @@ with workers reused (`RayExecutor(fresh_workers=False)`: each worker's fork serv
 
 Prints one JSON line per setting:
 
-    {"jobs": 4, "wall_s": 31.2, "evaluations": 10, "gpu_busy": null, "slots": 2, "trajectories": 5,
+    {"jobs": 4, "wall_s": 31.2, "evaluations": 10, "gpu_busy": null, "gpu_busy_in_flight": null,
+     "in_flight_s": 24.1, "slots": 2, "trajectories": 5,
      "turns": 10, "latency_s": 3.0, "device": "cpu", "statuses": {...}}
 
 Measured on the 2-core CPU machine (toy, 5 trajectories x 2 turns, 3 s latency, other work sharing the
@@ -44,7 +45,10 @@ in flight cannot keep the one GPU busy 70 % of the time.
 
 wall_s: seconds from the start of the run to its end (the store opened, litellm imported before);
 evaluations: evaluation jobs the pool ran (turns with code, plus re-timings); gpu_busy: the share of the
-wall time the GPU slots were held (`EvalPool.gpu_busy`), null on the CPU. Progress goes to stderr. The
+wall time the GPU slots were held (`EvalPool.gpu_busy`), null on the CPU; gpu_busy_in_flight: the share
+of in_flight_s, the seconds in which at least one candidate was in the pool (building, waiting for a
+slot, or running), that they were held (`EvalPool.gpu_busy(in_flight=True)`): how busy the GPU is while
+candidates wait for their verdicts, the stretches in which every trajectory waits for its model left out. Progress goes to stderr. The
 last line compares the settings: {"speedup_vs_first": {"4": 2.1}, ...}; with two executors or more, a line
 {"same_verdicts": true, ...} says whether every turn got the same status under each, per --jobs setting.
 verdicts: "problem#sample" -> the statuses of its turns, in order.
@@ -118,7 +122,7 @@ def sweep(args: argparse.Namespace, jobs: int, replies: list, problems: list, cl
         status = store.get_run(run_id)["status"]
         verdicts = {f"{t['problem_key']}#{t['sample']}": ",".join(str(x["status"]) for x in store.turns(t["id"]))
                     for t in store.trajectories(run_id)}  # fmt: skip
-    busy = pool.gpu_busy()
+    busy, busy_in_flight = pool.gpu_busy(), pool.gpu_busy(in_flight=True)
     return {
         "executor": args.executor_now,
         "jobs": jobs,
@@ -126,6 +130,8 @@ def sweep(args: argparse.Namespace, jobs: int, replies: list, problems: list, cl
         # a split evaluation passes through a build slot and a run slot: count it once, at its run slot
         "evaluations": sum(s.done for s in pool.slots() if getattr(s, "kind", "run") != "build"),
         "gpu_busy": None if busy is None else round(busy, 3),
+        "gpu_busy_in_flight": None if busy_in_flight is None else round(busy_in_flight, 3),
+        "in_flight_s": round(pool.in_flight_seconds(), 2),
         "slots": pool.size,
         "trajectories": len(problems) * args.samples,
         "turns": len(turns_seen),

@@ -100,6 +100,27 @@ def test_gpu_busy_is_the_share_of_time_the_gpus_were_held(monkeypatch):
     assert 0.15 < pool.gpu_busy() < 0.35  # about 0.3 s of 2 x 0.6 s
 
 
+def test_gpu_busy_in_flight_leaves_out_the_time_no_candidate_was_in_the_pool(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+
+    def phases(job, slots):  # 0.2 s building, then 0.2 s on the GPU
+        with slots.build():
+            time.sleep(0.2)
+        with slots.run():
+            time.sleep(0.2)
+
+    pool = EvalPool(EvalSettings(device="cuda"), run_phases=phases)
+    time.sleep(0.4)  # every trajectory waits for its model: not in flight
+    first = pool.submit(EvalJob(RELU, "a", pool.settings))
+    time.sleep(0.1)
+    second = pool.submit(EvalJob(RELU, "b", pool.settings))  # builds while the first runs
+    first.result(timeout=10), second.result(timeout=10)
+    time.sleep(0.3)
+    assert 0.45 < pool.in_flight_seconds() < 0.8  # 0 .. 0.5 s of the two jobs, not the waits around them
+    assert 0.5 < pool.gpu_busy(in_flight=True) <= 1.0  # 0.4 s held of about 0.5 s
+    assert pool.gpu_busy() < 0.45  # 0.4 s of about 1.2 s
+
+
 def test_a_job_that_raises_frees_its_slot():
     def boom(job):
         raise RuntimeError("bug")
