@@ -80,7 +80,7 @@ def test_what_is_not_a_plain_compile_goes_to_nvcc_as_it_is(tmp_path):
 def test_the_object_is_nvccs_and_the_record_says_parallel(tmp_path):
     stock, rc, out, record = _both(tmp_path, KERNEL, ARCH)
     assert stock.returncode == 0 and rc == 0, out
-    assert record == {"path": nvccpar.PARALLEL, "reason": ""}
+    assert {k: record[k] for k in ("path", "reason")} == {"path": nvccpar.PARALLEL, "reason": ""}
     assert _norm((tmp_path / "par.o").read_bytes()) == _norm((tmp_path / "stock.o").read_bytes())
 
 
@@ -89,8 +89,8 @@ def test_the_object_is_nvccs_and_the_record_says_parallel(tmp_path):
 def test_differing_module_ids_run_the_device_chain_again_as_nvcc_does(tmp_path, monkeypatch):
     run = nvccpar._run
 
-    def tampered(steps, env, out):  # cicc's own id altered after the device chain ran
-        rc = run(steps, env, out)
+    def tampered(steps, env, out, times=None):  # cicc's own id altered after the device chain ran
+        rc = run(steps, env, out, times)
         for own in {m for s in steps for m in re.findall(r'"([^"]+/kb_device\.module_id)"', s)}:
             Path(own).write_text("_not_the_id")
         return rc
@@ -219,7 +219,7 @@ def test_a_compile_with_its_dependency_file_writes_nvccs_file_and_object(tmp_pat
         else:
             rc, out, record = nvccpar.compile_parallel(NVCC, args)
             assert rc == 0, out
-            assert record == {"path": nvccpar.PARALLEL, "reason": ""}
+            assert {k: record[k] for k in ("path", "reason")} == {"path": nvccpar.PARALLEL, "reason": ""}
         made[name] = (_norm(obj.read_bytes()), Path(f"{obj}.d").read_text().replace(str(obj), "OBJ"))
     assert made["par"] == made["stock"]
     assert "cuda_runtime.h" in made["par"][1]
