@@ -57,7 +57,7 @@ and imports; build: importing the candidate, extension builds included; correctn
 evaluator records how its child started) and, for the stock build, import_torch and build;
 `child_start` and `build_paths` count `EvalResult.child_start["method"]` and each
 `EvalResult.compile.builds[i]["path"]` where those fields exist, `cuda_includes` each build's
-`cuda_include` (which torch header its .cu compiled against: "prelude", "types_h", "given"), `reused`
+`cuda_include` (which torch header its .cu compiled against: "slim", "prelude", "types_h", "given"), `reused`
 the results that repeat an earlier evaluation (`EvalResult.reused`). Only correct evaluations count;
 others are listed under `failed` with their status. cpu_triton_in_solve adds `import_s` (the median
 of `python -c "import torch, triton"`), `ratio` (median_s / import_s, goal 1.2) and `first_s` (the

@@ -7,11 +7,11 @@ scripted replies of tests/bench/solve_2_40 and strategies_1_19_21, whose last ``
 candidate), the CUDA sources its `load_inline` call passes are captured (the module is run with
 load_inline replaced by a recorder that stops it there; run it only on candidates you trust) and compiled
 through `build.light_first` with the compile check a CPU machine uses (`nvcc --dryrun` of the flags, then
-`nvcc -ptx`), so the light torch/types.h (`evaluator.prelude`), then torch's torch/types.h, then the
-sources as written are tried as in a real build. On a GPU machine's torch the same sources go through the
+`nvcc -ptx`), so the light torch/types.h with slim operator headers, then with torch's
+(`evaluator.prelude`), then torch's torch/types.h, then the sources as written are tried as in a real build. On a GPU machine's torch the same sources go through the
 real build instead; this script measures the compile check only. Prints one JSON line per candidate:
 
-    {"candidate": …, "include": "prelude" | "types_h" | "given" | null, "tries": [[include, seconds, "ok" | first error]]}
+    {"candidate": …, "include": "slim" | "prelude" | "types_h" | "given" | null, "tries": [[include, seconds, "ok" | first error]]}
 
 and a last line {"candidates": N, "includes": {include: count}, "unavailable": M}, where `unavailable`
 counts candidates this machine cannot check (a header such as cusparse.h that a CPU torch and toolkit

@@ -263,24 +263,25 @@ def test_light_include_retry_only_for_a_missing_declaration_in_a_source():
     src = ["#include <torch/extension.h>\n__global__ void k() {}\n"]
     with pytest.raises(BuildError):
         light_first(src, attempt(["ld: cannot find -lfoo: No such file or directory"]))
-    assert calls == ["prelude"]  # a link or flag error would fail the same way again: no second build
+    assert calls == ["slim"]  # a link or flag error would fail the same way again: no second build
     calls.clear()
     with pytest.raises(BuildError):
         light_first(
             src, attempt(['cuda.cu(4): error: identifier "at::cuda::getCurrentCUDAStream" is undefined'])
         )
-    assert calls == ["prelude", "types_h", "given"]
+    # a name the light header's additions never spell: its build would fail the same way
+    assert calls == ["slim", "types_h", "given"]
     calls.clear()
     with pytest.raises(BuildError):  # a Tensor operator: ATen/TensorOperators.h is not in the light header
         light_first(src, attempt(['cuda.cu(9): error: no operator "+" matches these operands']))
-    assert calls == ["prelude", "types_h", "given"]
+    assert calls == ["slim", "prelude", "types_h", "given"]  # no name quoted: each header is tried
     calls.clear()
     with pytest.raises(BuildError):  # as parse_compiler_errors gives them: with the source lines quoted
         light_first(
             src,
             attempt(['cuda.cu(9): error: no operator "+" matches these operands\n   9 |   return y + 0;']),
         )
-    assert calls == ["prelude", "types_h", "given"]
+    assert calls == ["slim", "prelude", "types_h", "given"]
     calls.clear()
     with pytest.raises(BuildError):  # the light header in trouble: never the candidate's error
         light_first(
@@ -292,12 +293,12 @@ def test_light_include_retry_only_for_a_missing_declaration_in_a_source():
                 ]
             ),
         )
-    assert calls == ["prelude", "types_h"]
+    assert calls == ["slim", "prelude", "types_h"]
 
 
 def test_light_first_takes_the_first_include_that_builds():
     def attempt(sources, include):
-        if include == "prelude":
+        if include in ("slim", "prelude"):
             raise BuildError("failed", ['cuda.cu(3): error: namespace "at" has no member "native"'], "")
         return sources
 
@@ -453,24 +454,24 @@ def test_an_error_in_a_build_folder_with_spaces_or_parentheses_is_parsed_and_ret
 
     def attempt(sources, include):
         calls.append(include)
-        if include == "prelude":
+        if include in ("slim", "prelude"):
             raise BuildError("failed", errors, log)
         return "module"
 
     assert light_first(["__global__ void k() {}\n"], attempt) == ("module", "given")
-    assert calls == ["prelude", "given"]
+    assert calls == ["slim", "prelude", "given"]
 
 
 @pytest.mark.parametrize(
-    "error",
+    "error,light",
     [
-        'cuda.cu(16): error: name followed by "::" must be a class or namespace',
-        "/b/cuda.cu:16:12: error: 'nn' has not been declared",
+        ('cuda.cu(16): error: name followed by "::" must be a class or namespace', True),  # no name quoted
+        ("/b/cuda.cu:16:12: error: 'nn' has not been declared", False),
         # a `::Py_IsInitialized()` that only torch/extension.h's Python.h declares (found by a new user)
-        'cuda.cu(9): error: the global scope has no "Py_IsInitialized"',
+        ('cuda.cu(9): error: the global scope has no "Py_IsInitialized"', False),
     ],
 )
-def test_a_missing_namespace_is_a_missing_declaration_and_tries_on(error):
+def test_a_missing_namespace_is_a_missing_declaration_and_tries_on(error, light):
     # torch::nn comes with torch/extension.h, not torch/types.h (nvcc and g++ say it their own ways)
     calls = []
 
@@ -480,4 +481,4 @@ def test_a_missing_namespace_is_a_missing_declaration_and_tries_on(error):
 
     with pytest.raises(BuildError):
         light_first(["#include <torch/extension.h>\n__global__ void k() {}\n"], run)
-    assert calls == ["prelude", "types_h", "given"]
+    assert calls == ["slim", *(["prelude"] if light else []), "types_h", "given"]

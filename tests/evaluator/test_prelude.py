@@ -69,6 +69,73 @@ def test_write_puts_it_where_the_include_flag_finds_it(tmp_path):
     assert (tmp_path / prelude.FOLDER / "torch" / "types.h").read_text() == prelude.header([RELU])
 
 
+def test_the_slim_operator_header_is_torchs_without_the_four_heavy_includes():
+    full = (prelude._torch_include() / "ATen" / "ops" / "empty_like.h").read_text()
+    slim = prelude.slim_operator_header("empty_like")
+    assert all(f"#include <{h}>" in full and f"#include <{h}>" not in slim for h in prelude.HEAVY)
+    kept = [ln for ln in full.splitlines() if not any(f"#include <{h}>" == ln.strip() for h in prelude.HEAVY)]
+    assert slim.splitlines() == kept and "#include <ATen/ops/empty_like_ops.h>" in slim
+    # not a generated function header, or none at all: torch's own serves
+    assert prelude.slim_operator_header("empty_like_ops") is None
+    assert prelude.slim_operator_header("no_such_operator") is None
+
+
+def test_a_slim_write_puts_the_operators_copies_beside_it_and_a_light_one_takes_them_away(tmp_path):
+    import os
+
+    ops = tmp_path / prelude.FOLDER / "ATen" / "ops"
+    prelude.write(tmp_path, [RELU], slim=True)
+    assert sorted(f.name for f in ops.iterdir()) == ["empty_like.h", "zeros.h"]
+    assert (ops / "zeros.h").read_text() == prelude.slim_operator_header("zeros")
+    os.utime(ops / "zeros.h", ns=(1_000_000_000, 1_000_000_000))
+    prelude.write(tmp_path, [RELU.replace("at::zeros", "at::ones")], slim=True)  # unchanged ones are kept
+    assert sorted(f.name for f in ops.iterdir()) == ["empty_like.h", "ones.h"]
+    prelude.write(tmp_path, [RELU], slim=True)
+    assert (ops / "zeros.h").stat().st_mtime_ns != 1_000_000_000  # a new copy: it was taken away
+    os.utime(ops / "zeros.h", ns=(1_000_000_000, 1_000_000_000))
+    prelude.write(tmp_path, [RELU], slim=True)
+    assert (ops / "zeros.h").stat().st_mtime_ns == 1_000_000_000
+    prelude.write(tmp_path, [RELU])
+    assert list(ops.iterdir()) == []
+
+
+def _function_headers() -> list[str]:
+    ops = prelude._torch_include() / "ATen" / "ops"
+    return sorted(f.stem for f in ops.glob("*.h") if prelude.slim_operator_header(f.stem) is not None)
+
+
+@pytest.mark.skipif(shutil.which("c++") is None, reason="needs a host compiler")
+def test_every_operator_header_compiles_slim(tmp_path):
+    """Every function header of this torch, slim, after the light header's base and nothing else: what
+    the four heavy includes declare, no operator's functions use (2-3 s of g++ on 2 cores)."""
+    sources = ["at::Tensor f(at::Tensor x) { return at::empty_like(x); }"]
+    prelude.write(tmp_path, sources, slim=True)
+    ops = tmp_path / prelude.FOLDER / "ATen" / "ops"
+    names = _function_headers()
+    assert len(names) > 1000
+    for name in names:
+        (ops / f"{name}.h").write_text(prelude.slim_operator_header(name))
+    includes = "".join(f"#include <ATen/ops/{n}.h>\n" for n in names)
+    (tmp_path / "all.cpp").write_text("#include <torch/types.h>\n" + includes + sources[0] + "\n")
+    torch_inc = prelude._torch_include()
+    cmd = ["c++", "-std=c++17", "-fsyntax-only", prelude.INCLUDE_FLAG, "-isystem", str(torch_inc), "-isystem",
+           str(torch_inc / "torch" / "csrc" / "api" / "include"), "all.cpp"]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # and the heavy headers are really not in it
+    pre = subprocess.run(
+        [*cmd[:2], "-E", *cmd[3:]], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert pre.returncode == 0 and "ATen/Context.h" not in pre.stdout and "ATen/core/Tensor.h" in pre.stdout
+
+
+def test_the_heavy_names_are_what_the_slim_header_leaves_out():
+    heavy = prelude.heavy_names()
+    assert heavy is not None
+    assert {"device_of", "globalContext", "checkAllSameGPU"} <= heavy  # DeviceGuard, Context, TensorUtils
+    assert "blockDimx" not in heavy and "empty_like" not in heavy
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_nvcc_compiles_a_candidate_against_it(tmp_path):
@@ -89,6 +156,13 @@ def test_nvcc_compiles_a_candidate_against_it(tmp_path):
     proc = subprocess.run(ptx, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "relu_kernel" in (tmp_path / "cuda.ptx").read_text()
+    prelude.write(tmp_path, [RELU], slim=True)  # and with the slim operator headers: no ATen/Context.h
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "kb_prelude/ATen/ops/empty_like.h" in (tmp_path / "cuda.ii").read_text()
+    assert "ATen/Context.h" not in (tmp_path / "cuda.ii").read_text()
+    proc = subprocess.run(ptx, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
 
 
 def _builds(src: str, problem: str = "toy/relu"):
@@ -112,6 +186,25 @@ def test_a_candidate_builds_against_the_light_header_and_is_correct(kb_dataset):
     r = _builds(src.replace('name="relu_ext"', 'name="relu_light"'))
     assert r.status == Status.CORRECT, r.message
     # a split evaluation records the build child's build and the run child's
+    assert {b["cuda_include"] for b in r.compile.builds} == {"slim"}
+
+
+@pytest.mark.gpu
+def test_a_candidate_using_device_of_builds_against_the_light_header_and_is_correct(kb_dataset):
+    # `device_of` is ATen/DeviceGuard.h's, which the slim operator headers leave out: the slim build fails
+    # for want of it and the light header (whose operator headers include it) serves
+    from pathlib import Path
+
+    from kb_agent.evaluator import Status
+
+    src = (Path(__file__).resolve().parent.parent / "candidates" / "cuda_relu.py").read_text()
+    guard = "    const at::OptionalDeviceGuard guard(device_of(x));\n    auto y = torch::empty_like(x);"
+    src = src.replace("    auto y = torch::empty_like(x);", guard).replace(
+        'name="relu_ext"', 'name="relu_guard"'
+    )
+    assert "device_of(x)" in src
+    r = _builds(src)
+    assert r.status == Status.CORRECT, r.message
     assert {b["cuda_include"] for b in r.compile.builds} == {"prelude"}
 
 
@@ -170,4 +263,71 @@ def test_a_second_try_gets_the_candidates_sources_not_what_load_inline_made_of_t
     assert wrapper("x", decl, "#include <torch/extension.h>\n" + RELU, functions=["relu_cuda"]) == "module"
     assert [cpp for cpp, _ in seen] == [[decl], [decl]]
     assert [cu[0].startswith("// kb-agent: torch/extension.h") for _, cu in seen] == [True, True]
-    assert [b["cuda_include"] for b in wrapper.builds] == ["types_h"]
+    assert [b["cuda_include"] for b in wrapper.builds] == ["prelude"]  # the slim build failed
+
+
+@pytest.mark.slow  # five nvcc compile checks, about a minute on 2 cores
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_a_slim_build_that_lacks_a_heavy_name_tries_the_light_header_and_a_typo_does_not(tmp_path):
+    from kb_agent.evaluator.build import BuildError, _syntax_check, light_first
+
+    calls = []
+
+    def attempt(sources, include):
+        calls.append(include)
+        folder = tmp_path / f"{include}{len(list(tmp_path.iterdir()))}"
+        folder.mkdir()
+        return _syntax_check([], sources, {}, folder, "9.0", include)
+
+    guarded = RELU.replace(
+        "  auto y = torch::empty_like(x);",
+        "  at::OptionalDeviceGuard g(device_of(x));\n  auto y = torch::empty_like(x);",
+    )
+    assert "device_of" in guarded
+    assert light_first([guarded], attempt) == (None, "prelude")
+    assert calls == ["slim", "prelude"]
+    calls.clear()
+    with pytest.raises(BuildError) as e:
+        light_first([RELU.replace("blockDim.x", "blockDimx")], attempt)
+    assert calls == ["slim", "given"]  # the light header spells no `blockDimx`: its build is left out
+    assert any("blockDimx" in err for err in e.value.errors)
+
+
+def test_a_lighter_try_that_failed_is_not_built_again(tmp_path):
+    # a split evaluation's run child loads the build child's module through the same load_inline call:
+    # without the record it built the failed slim try again (5-8 s of nvcc) before finding the light one
+    import torch.utils.cpp_extension as ce
+    from kb_agent.evaluator.build import BuildError, LoadInlineWrapper
+
+    seen = []
+
+    def fake(name, cpp_sources, cuda_sources=None, *args, **kwargs):
+        seen.append(kwargs["build_directory"][-2:])
+        if kwargs["build_directory"].endswith("_s"):
+            raise RuntimeError(
+                "Error building extension 'x':\ncuda.cu(9): error: identifier \"device_of\" is undefined"
+            )
+        return "module"
+
+    fake.__wrapped__ = ce.load_inline
+    decl = "torch::Tensor relu_cuda(torch::Tensor x);"
+    guarded = RELU.replace("  auto y =", "  at::OptionalDeviceGuard g(device_of(x));\n  auto y =")
+    for _ in range(2):  # the build child, then the run child
+        wrapper = LoadInlineWrapper(tmp_path, "9.0", cuda_torch=True, salt="t")
+        wrapper.original = fake
+        assert wrapper("x", decl, guarded, functions=["relu_cuda"]) == "module"
+        assert [b["cuda_include"] for b in wrapper.builds] == ["prelude"]
+    assert seen == ["_s", "_p", "_p"]
+
+    # a failure light_first does not go on from (a typo, in the sources as given) is not recorded
+    def typo(name, cpp_sources, cuda_sources=None, *args, **kwargs):
+        seen.append(kwargs["build_directory"][-2:])
+        raise RuntimeError("Error building extension 'y':\ncuda.cu(3): error: expected a \";\"")
+
+    typo.__wrapped__ = ce.load_inline
+    for _ in range(2):
+        wrapper = LoadInlineWrapper(tmp_path, "9.0", cuda_torch=True, salt="t")
+        wrapper.original = typo
+        with pytest.raises(BuildError):
+            wrapper("y", decl, RELU.replace("int n", "int n;;"), functions=["relu_cuda"])
+    assert seen[3:] == ["_s", "_s"]
