@@ -393,8 +393,14 @@ class JitHook:
         return self.ce._import_module_from_library(name, str(build_dir), True)
 
     def _own(self, build_dir: Path, a: dict, name: str, ninja: str, spec: list[str], key: str) -> None:
-        """Compile main.cpp here too (against the cached precompiled header, when there is one)."""
+        """Compile main.cpp here too (against the cached precompiled header, when there is one, unless the
+        module was built here without it: a split evaluation's run child, after a build child that ran
+        before the header was ready, would otherwise compile main.cpp again, 7 s on the H200)."""
         header = find_pch(self.root, pch_key(spec))
+        if header is not None and (build_dir / f"{name}.so").exists():
+            with contextlib.suppress(OSError):
+                if (build_dir / "build.ninja").read_text() == ninja:
+                    header = None
         if header is not None:
             _write(build_dir / "build.ninja", with_pch(ninja, header))
             try:
