@@ -409,6 +409,23 @@ def torch_cxx_std() -> str:
     return f"-std={found[0]}" if found else "-std=c++17"
 
 
+def torch_includes() -> list[str]:
+    """The include folders of torch's headers (and Python's) that the compile check passes as `-isystem`,
+    as torch's build passes them: `CUDA_HDR_DIR`'s first where set (the headers of a CUDA torch build, see
+    README)."""
+    import torch.utils.cpp_extension as ce
+
+    includes = []
+    hdr = os.environ.get("CUDA_HDR_DIR")
+    if hdr:
+        includes += [
+            f"{hdr}/torch/include",
+            f"{hdr}/torch/include/torch/csrc/api/include",
+            f"{hdr}/nvidia/cu13/include",
+        ]
+    return includes + ce.include_paths() + [sysconfig.get_paths()["include"]]
+
+
 def _syntax_check(
     sources: list[str], cuda_sources: list[str], flags: dict, workdir: Path, arch: str, include: str = "given"
 ) -> None:
@@ -421,18 +438,7 @@ def _syntax_check(
     then the sources by `nvcc -ptx` (`ptx_check_flags`). `extra_ldflags` are not checked: nothing links.
     `include="prelude"` compiles the CUDA sources against the light torch/types.h, `"slim"` with the slim
     operator headers as well (`light_first`)."""
-    import torch.utils.cpp_extension as ce
-
-    includes = []
-    hdr = os.environ.get("CUDA_HDR_DIR")  # optional: headers of a CUDA torch build (see README)
-    if hdr:
-        includes += [
-            f"{hdr}/torch/include",
-            f"{hdr}/torch/include/torch/csrc/api/include",
-            f"{hdr}/nvidia/cu13/include",
-        ]
-    includes += ce.include_paths() + [sysconfig.get_paths()["include"]]
-    includes += list(flags.get("extra_include_paths") or [])
+    includes = torch_includes() + list(flags.get("extra_include_paths") or [])
     inc = [arg for p in includes for arg in ("-isystem", p)]
     defs = ["-DTORCH_EXTENSION_NAME=kb_check", "-DTORCH_API_INCLUDE_EXTENSION_H"]
     half = ["-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
@@ -506,35 +512,52 @@ def _missing_declarations(error: BuildError) -> list[str]:
     return [first for first in firsts if _ERROR_RE.match(first) and _MISSING_DECL.search(first)]
 
 
-# a name an error quotes: nvcc's "name", g++'s 'name' or ‘name’
-_QUOTED = re.compile(r"[\"'‘]([^\"'’]+)[\"'’]")
+# the name an error for want of a declaration says is missing, in nvcc's and g++'s wordings
+_MISSING_NAME = re.compile(
+    r'identifier "(?P<a>[^"]+)" is undefined|has no member "(?P<b>[^"]+)"|the global scope has no "(?P<c>[^"]+)"'
+    r'|no instance of (?:overloaded )?function "(?P<d>[^"]+)"'
+    r"|[\u2018'](?P<e>[^\u2019']+)[\u2019'] (?:was not declared|is not a member of|has not been declared|does not name a)"
+)
 
 
-def _light_could_declare(error: BuildError) -> bool:
-    """Whether the light header might declare what a slim build lacked: each error for want of a
-    declaration quotes a name, and some name's last part is in `prelude.heavy_names` (what the slim header
-    leaves out); an error that quotes no name (`no operator "+"`, `must be a class or namespace`) or no
-    set of heavy names says yes. A no skips a light build that would fail the same way (a typo)."""
-    heavy = prelude.heavy_names()
-    if heavy is None:
-        return True
+def _missing_names(error: BuildError) -> list[str] | None:
+    """The names that a failed build's errors for want of a declaration say are missing, each its last
+    part (`getCurrentCUDAStream` of `at::cuda::getCurrentCUDAStream`); None when one of those errors names
+    none this way (`no operator "+"`, `incomplete type`, `must be a class or namespace`)."""
+    names = []
     for first in _missing_declarations(error):
-        msg = _ERROR_RE.match(first).group("msg")
-        names = [re.split(r"::|\s", q.strip())[-1] for q in _QUOTED.findall(msg)]
-        names = [n for n in names if re.fullmatch(r"[A-Za-z_]\w*", n)]
-        if not names or any(n in heavy for n in names):
-            return True
-    return False
+        m = _MISSING_NAME.search(_ERROR_RE.match(first).group("msg"))
+        name = next((g for g in m.groups() if g), "") if m else ""
+        last = re.sub(r"<.*", "", name).split("::")[-1].strip()
+        if not re.fullmatch(r"[A-Za-z_]\w*", last):
+            return None
+        names.append(last)
+    return names
 
 
-def light_first(cuda_sources: list[str], attempt):
+def _could_declare(error: BuildError, names) -> bool:
+    """Whether headers whose names `names()` gives might declare what a failed build lacked: some missing
+    name is among them, or the errors name none (`_missing_names`: then `names` is not called), or the
+    names are unknown (None)."""
+    missing = _missing_names(error)
+    if missing is None:
+        return True
+    known = names()
+    return known is None or any(n in known for n in missing)
+
+
+def light_first(cuda_sources: list[str], attempt, torch_names=None):
     """`attempt(sources, include)` with the lightest CUDA sources first: the light torch/types.h with
     slim operator headers (`include="slim"`, `evaluator.prelude`) and then with torch's (`"prelude"`) where
     it applies, then torch's torch/types.h with the candidate's `#include <torch/extension.h>` dropped
     (`"types_h"`, `lighten_cuda_sources`), then the sources as given (`"given"`), each next one only when
-    the last failed for want of a declaration (the light one only when it might declare what the slim one
-    lacked, `_light_could_declare`). A genuine error (one the candidate's own sources would hit too) is
-    raised at once. Returns (attempt's result, the `include` that served)."""
+    the last failed for want of a declaration, and the light one only when the names its operator headers
+    add (`prelude.heavy_names`) might declare what the slim one lacked (`_could_declare`). A genuine error
+    (one the candidate's own sources would hit too) is raised at once; so is one for want of a name that
+    no torch header spells, when `torch_names` (a function giving `prelude.whole_names`, or None for
+    unknown) is given: a typo, or `at::cuda::getCurrentCUDAStream` without its header, would fail every
+    heavier try the same way (on the H200 some 40 s of builds). Returns (attempt's result, the `include`
+    that served)."""
     lightened = lighten_cuda_sources(cuda_sources) if cuda_sources else None
     tries = []
     if cuda_sources and prelude.applies(lightened or cuda_sources):
@@ -550,8 +573,22 @@ def light_first(cuda_sources: list[str], attempt):
         except BuildError as e:
             if not _tries_on(include, e):
                 raise
-            skip_light = include == "slim" and not _light_header_failed(e) and not _light_could_declare(e)
+            ours = include in _LIGHT and _light_header_failed(e)
+            if not ours and torch_names is not None and not _could_declare(e, torch_names):
+                raise
+            skip_light = include == "slim" and not ours and not _could_declare(e, prelude.heavy_names)
     return attempt(cuda_sources, "given"), "given"
+
+
+def _flags_leave_torch_as_is(flags: dict) -> bool:
+    """Whether the candidate's build flags leave torch's headers as `prelude.whole_names` reads them: no
+    include folders of its own, no macro defined or undefined, no header forced in (`light_first`)."""
+    given = [str(f) for f in (flags.get("extra_cuda_cflags") or [])] + [
+        str(f) for f in (flags.get("extra_cflags") or [])
+    ]
+    return not flags.get("extra_include_paths") and not any(
+        re.search(r"(?:^|[\s,=])-(?:D|U|I|i)|define|include", f) for f in given
+    )
 
 
 _LIGHT = ("slim", "prelude")  # the includes built against evaluator.prelude's header
@@ -628,11 +665,14 @@ class LoadInlineWrapper:
         t0 = time.perf_counter()
         modules = self._modules(uname)
         flags = self._flags(args, kwargs)
+        names = self._torch_names(flags) if cu else None
         if not self.cuda_torch and cu:
             check_dir = self.build_root / uname
             check_dir.mkdir(parents=True, exist_ok=True)
             light_first(
-                cu, lambda sources, include: _syntax_check(cpp, sources, flags, check_dir, self.arch, include)
+                cu,
+                lambda sources, include: _syntax_check(cpp, sources, flags, check_dir, self.arch, include),
+                names,
             )
             raise CudaUnavailable(
                 "this machine's torch has no CUDA: the CUDA sources passed an nvcc compile check "
@@ -646,7 +686,9 @@ class LoadInlineWrapper:
         if cu:
             args, kwargs = self._with_arch(args, kwargs)
         module, include = light_first(
-            cu, lambda sources, include: self._build(name, uname, include, cpp, sources, args, kwargs, flags)
+            cu,
+            lambda sources, include: self._build(name, uname, include, cpp, sources, args, kwargs, flags),
+            names,
         )
         # cached: a module was built before and none was built now (not one of another name, none relinked)
         cached = bool(modules) and self._modules(uname) == modules
@@ -657,6 +699,14 @@ class LoadInlineWrapper:
 
             wrap_extension(module, self.probe, str(name))
         return module
+
+    def _torch_names(self, flags: dict):
+        """For `light_first`: a function giving the names torch's headers spell (`prelude.whole_names`, as
+        this build's nvcc reads them), or None where the candidate's flags could change them."""
+        nvcc = find_nvcc()
+        if nvcc is None or not _flags_leave_torch_as_is(flags):
+            return None
+        return lambda: prelude.whole_names(nvcc, torch_cxx_std(), self.arch, tuple(torch_includes()))
 
     def _modules(self, uname: str) -> dict[str, int]:
         """The built modules (.so) of this call's build folders, each with its modification time (ns)."""

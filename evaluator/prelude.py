@@ -167,6 +167,37 @@ def write(folder: Path, cuda_sources: list[str], slim: bool = False) -> None:
 
 
 @functools.cache
+def whole_names(nvcc: str, std: str, arch: str, includes: tuple[str, ...]) -> frozenset[str] | None:
+    """The identifiers, macros' names included, in torch/extension.h as nvcc's device pass for `arch`
+    ("9.0") and its host pass preprocess it (`nvcc -E -arch=sm_90 -Xcompiler -dD`, then again with
+    `-Xcompiler -U__CUDA_ARCH__`: `nvcc -E` alone is the device pass), with these `includes` (torch's,
+    Python's) as `-isystem`: every name that any heavier try of `build.light_first` could declare beyond
+    what the slim one had (torch/types.h, which load_inline puts first, is part of it). A name outside it
+    is declared by no torch header: a build that lacks it fails the same way against all of them. 3-4 s
+    on a 2-core machine, once per process (no file keeps it: a candidate could write one for the next);
+    None when a pass fails."""
+    import tempfile
+
+    sm = "sm_" + arch.replace(".", "")
+    inc = [a for p in includes for a in ("-isystem", p)]
+    names: set[str] = set()
+    with tempfile.TemporaryDirectory(prefix="kb-names-") as t:
+        cu = Path(t) / "whole.cu"
+        cu.write_text("#include <torch/extension.h>\n")
+        for extra in ([f"-arch={sm}"], ["-Xcompiler", "-U__CUDA_ARCH__"]):
+            out = Path(t) / "whole.ii"
+            cmd = [nvcc, "-E", std, "-Xcompiler", "-dD", *extra, *inc, str(cu), "-o", str(out)]
+            try:
+                r = subprocess.run(cmd, capture_output=True, timeout=300)
+                if r.returncode:
+                    return None
+                names.update(_IDENT.findall(out.read_text(errors="replace")))
+            except (OSError, subprocess.SubprocessError):
+                return None
+    return frozenset(names)
+
+
+@functools.cache
 def heavy_names() -> frozenset[str] | None:
     """The identifiers in what `HEAVY` brings in beyond the light header's base: the host compiler's
     preprocessed text of `HEAVY` after the base's, so names pasted by macros count. A name outside it

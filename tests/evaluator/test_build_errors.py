@@ -482,3 +482,90 @@ def test_a_missing_namespace_is_a_missing_declaration_and_tries_on(error, light)
     with pytest.raises(BuildError):
         light_first(["#include <torch/extension.h>\n__global__ void k() {}\n"], run)
     assert calls == ["slim", *(["prelude"] if light else []), "types_h", "given"]
+
+
+@pytest.mark.parametrize(
+    "error,names",
+    [
+        ('cuda.cu(4): error: identifier "blockDimx" is undefined', ["blockDimx"]),
+        (
+            'cuda.cu(4): error: identifier "at::cuda::getCurrentCUDAStream" is undefined',
+            ["getCurrentCUDAStream"],
+        ),
+        (
+            'cuda.cu(4): error: namespace "at::cuda" has no member "getCurrentCUDAStream"',
+            ["getCurrentCUDAStream"],
+        ),
+        ('cuda.cu(4): error: class "at::Tensor" has no member "data_ptrr"', ["data_ptrr"]),
+        ('cuda.cu(9): error: the global scope has no "Py_IsInitialized"', ["Py_IsInitialized"]),
+        (
+            'cuda.cu(9): error: no instance of overloaded function "at::empty" matches the argument list',
+            ["empty"],
+        ),
+        ("/b/cuda.cu:16:12: error: 'nn' has not been declared", ["nn"]),
+        ("/b/main.cpp:3:5: error: \u2018foo\u2019 was not declared in this scope", ["foo"]),
+        ("/b/main.cpp:3:5: error: 'kMish' is not a member of 'torch'", ["kMish"]),
+        ('cuda.cu(9): error: no operator "+" matches these operands', None),  # no name: unknown
+        ('cuda.cu(9): error: incomplete type "c10::Half" is not allowed', None),
+        ('cuda.cu(16): error: name followed by "::" must be a class or namespace', None),
+    ],
+)
+def test_the_missing_name_is_read_from_nvccs_and_gccs_wordings(error, names):
+    from kb_agent.evaluator.build import _missing_names
+
+    assert _missing_names(BuildError("failed", [error + "\n   4 |   quoted source"], "")) == names
+
+
+def test_a_name_no_torch_header_spells_ends_the_tries_at_once():
+    # a typo, or at::cuda::getCurrentCUDAStream without ATen/cuda/CUDAContext.h, fails every heavier try
+    # the same way: the build is not done four times (some 40 s on the H200)
+    calls = []
+
+    def attempt(error):
+        def run(sources, include):
+            calls.append(include)
+            raise BuildError("failed", [error], "")
+
+        return run
+
+    src = ["#include <torch/extension.h>\n__global__ void k() {}\n"]
+    whole = frozenset({"device_of", "empty_like", "Tensor", "at"})
+    for error, tried in [
+        ('cuda.cu(4): error: identifier "blockDimx" is undefined', ["slim"]),
+        (
+            'cuda.cu(4): error: namespace "at" has no member "device_of"',
+            ["slim", "prelude", "types_h", "given"],
+        ),
+        (
+            'cuda.cu(9): error: no operator "+" matches these operands',
+            ["slim", "prelude", "types_h", "given"],
+        ),
+    ]:
+        calls.clear()
+        with pytest.raises(BuildError):
+            light_first(src, attempt(error), lambda: whole)
+        assert calls == tried, error
+    calls.clear()
+    with pytest.raises(BuildError):  # the names unknown (nvcc -E failed): every try, as before
+        light_first(src, attempt('cuda.cu(4): error: identifier "blockDimx" is undefined'), lambda: None)
+    assert calls == ["slim", "types_h", "given"]
+
+
+@pytest.mark.parametrize(
+    "flags,as_is",
+    [
+        ({}, True),
+        ({"extra_cuda_cflags": ["-O3", "--use_fast_math", "-arch=sm_90"], "extra_cflags": ["-O3"]}, True),
+        ({"extra_cuda_cflags": ["-DUSE_FOO"]}, False),
+        ({"extra_cuda_cflags": ["-Xcompiler", "-DUSE_FOO"]}, False),
+        ({"extra_cuda_cflags": ["--define-macro=X"]}, False),
+        ({"extra_cuda_cflags": ["-U__CUDA_NO_HALF_OPERATORS__"]}, False),
+        ({"extra_cuda_cflags": ["-include", "my.h"]}, False),
+        ({"extra_cflags": ["-I/opt/x"]}, False),
+        ({"extra_include_paths": ["/opt/x"]}, False),
+    ],
+)
+def test_only_flags_that_leave_torchs_headers_as_they_are_allow_the_early_end(flags, as_is):
+    from kb_agent.evaluator.build import _flags_leave_torch_as_is
+
+    assert _flags_leave_torch_as_is(flags) is as_is

@@ -291,6 +291,31 @@ def test_a_slim_build_that_lacks_a_heavy_name_tries_the_light_header_and_a_typo_
         light_first([RELU.replace("blockDim.x", "blockDimx")], attempt)
     assert calls == ["slim", "given"]  # the light header spells no `blockDimx`: its build is left out
     assert any("blockDimx" in err for err in e.value.errors)
+    calls.clear()
+    names = _whole()
+    with pytest.raises(BuildError) as e:  # and no torch header does: the slim build's error is the verdict
+        light_first([RELU.replace("blockDim.x", "blockDimx")], attempt, lambda: names)
+    assert calls == ["slim"] and any("blockDimx" in err for err in e.value.errors)
+    calls.clear()
+    assert light_first([guarded], attempt, lambda: names) == (None, "prelude")
+    assert calls == ["slim", "prelude"]
+
+
+def _whole():
+    from kb_agent.evaluator.build import find_nvcc, torch_cxx_std, torch_includes
+
+    return prelude.whole_names(find_nvcc(), torch_cxx_std(), "9.0", tuple(torch_includes()))
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_the_whole_names_are_what_torchs_headers_spell_macros_and_pasted_names_included():
+    names = _whole()  # two nvcc -E passes of torch/extension.h, 3-4 s on 2 cores
+    assert names is not None
+    assert {"device_of", "empty_like", "Py_IsInitialized", "nn", "relu", "Tensor"} <= names
+    assert {"TORCH_CHECK", "AT_DISPATCH_FLOATING_TYPES", "C10_HOST_DEVICE"} <= names  # macros' names (-dD)
+    assert "kMish" in names  # pasted by torch/enum.h's k##name: a raw grep of the headers misses it
+    assert "__half2float" in names  # CUDA's own, through nvcc's passes
+    assert not {"blockDimx", "getCurrentCUDAStream", "OptionalCUDAGuard"} & names  # ATen/cuda is not in it
 
 
 def test_a_lighter_try_that_failed_is_not_built_again(tmp_path):
@@ -331,3 +356,33 @@ def test_a_lighter_try_that_failed_is_not_built_again(tmp_path):
         with pytest.raises(BuildError):
             wrapper("y", decl, RELU.replace("int n", "int n;;"), functions=["relu_cuda"])
     assert seen[3:] == ["_s", "_s"]
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_a_build_that_lacks_a_name_no_torch_header_spells_is_tried_once(tmp_path):
+    import torch.utils.cpp_extension as ce
+    from kb_agent.evaluator.build import BuildError, LoadInlineWrapper
+
+    seen = []
+
+    def fake(name, cpp_sources, cuda_sources=None, *args, **kwargs):
+        tail = kwargs["build_directory"][-2:]
+        seen.append({"_s": "slim", "_p": "prelude", "_l": "types_h"}.get(tail, "given"))
+        raise RuntimeError(
+            "Error building extension 'x':\ncuda.cu(9): error: identifier \"blockDimx\" is undefined"
+        )
+
+    fake.__wrapped__ = ce.load_inline
+    decl = "torch::Tensor relu_cuda(torch::Tensor x);"
+    src = "#include <torch/extension.h>\n" + RELU.replace("blockDim.x", "blockDimx")
+    for flags, tried in (
+        ({}, ["slim"]),
+        ({"extra_cuda_cflags": ["-DBLOCK=256"]}, ["slim", "types_h", "given"]),
+    ):
+        seen.clear()
+        wrapper = LoadInlineWrapper(tmp_path / str(len(tried)), "9.0", cuda_torch=True, salt="t")
+        wrapper.original = fake
+        with pytest.raises(BuildError) as e:
+            wrapper("t", decl, src, functions=["relu_cuda"], **flags)
+        assert seen == tried  # with a macro of its own, torch's headers might read otherwise: every try
+        assert "blockDimx" in e.value.errors[0]
