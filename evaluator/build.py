@@ -580,15 +580,23 @@ def light_first(cuda_sources: list[str], attempt, torch_names=None):
     return attempt(cuda_sources, "given"), "given"
 
 
+# nvcc options that leave what torch's headers declare as it is (no macro, include folder, language
+# standard or host-compiler option): only with these does light_first end its tries early
+_NAME_NEUTRAL_FLAG = re.compile(
+    r"|-O[0-3]?|--?use_fast_math|-arch=(?:sm|compute)_\d+a?|-gencode=?arch=compute_\d+a?,code=\[?[\w,]+\]?"
+    r"|--expt-relaxed-constexpr|--expt-extended-lambda|--extended-lambda|-lineinfo|--restrict|-w"
+    r"|-Xptxas=[\w,=-]+|--ptxas-options=[\w,=-]+|--?maxrregcount=\d+|-ftz=(?:true|false)"
+    r"|-prec-(?:div|sqrt)=(?:true|false)|-fmad=(?:true|false)|-res-usage|--resource-usage"
+)
+
+
 def _flags_leave_torch_as_is(flags: dict) -> bool:
-    """Whether the candidate's build flags leave torch's headers as `prelude.whole_names` reads them: no
-    include folders of its own, no macro defined or undefined, no header forced in (`light_first`)."""
-    given = [str(f) for f in (flags.get("extra_cuda_cflags") or [])] + [
-        str(f) for f in (flags.get("extra_cflags") or [])
-    ]
-    return not flags.get("extra_include_paths") and not any(
-        re.search(r"(?:^|[\s,=])-(?:D|U|I|i)|define|include", f) for f in given
-    )
+    """Whether the candidate's CUDA flags leave torch's headers as `prelude.whole_names` reads them: no
+    include folders of its own and only `_NAME_NEUTRAL_FLAG`s in `extra_cuda_cflags` (a `-D`, `-std=c++20`
+    or `-Xcompiler -fopenmp` could declare names that nvcc -E without them does not spell). Its
+    `extra_cflags` reach main.cpp alone, which every try compiles the same way."""
+    given = [str(f).strip() for f in (flags.get("extra_cuda_cflags") or [])]
+    return not flags.get("extra_include_paths") and all(_NAME_NEUTRAL_FLAG.fullmatch(f) for f in given)
 
 
 _LIGHT = ("slim", "prelude")  # the includes built against evaluator.prelude's header

@@ -555,13 +555,21 @@ def test_a_name_no_torch_header_spells_ends_the_tries_at_once():
     "flags,as_is",
     [
         ({}, True),
-        ({"extra_cuda_cflags": ["-O3", "--use_fast_math", "-arch=sm_90"], "extra_cflags": ["-O3"]}, True),
+        (
+            {
+                "extra_cuda_cflags": ["-O3", "--use_fast_math", "-arch=sm_90", ""],
+                "extra_cflags": ["-DX", "-I."],
+            },
+            True,
+        ),
+        ({"extra_cuda_cflags": ["-gencode=arch=compute_90a,code=sm_90a", "-Xptxas=-v", "-lineinfo"]}, True),
         ({"extra_cuda_cflags": ["-DUSE_FOO"]}, False),
-        ({"extra_cuda_cflags": ["-Xcompiler", "-DUSE_FOO"]}, False),
+        ({"extra_cuda_cflags": ["-Xcompiler", "-fopenmp"]}, False),  # _OPENMP
+        ({"extra_cuda_cflags": ["-std=c++20"]}, False),
         ({"extra_cuda_cflags": ["--define-macro=X"]}, False),
         ({"extra_cuda_cflags": ["-U__CUDA_NO_HALF_OPERATORS__"]}, False),
         ({"extra_cuda_cflags": ["-include", "my.h"]}, False),
-        ({"extra_cflags": ["-I/opt/x"]}, False),
+        ({"extra_cuda_cflags": ["-arch", "sm_90"]}, False),  # a word of its own: not read, so not trusted
         ({"extra_include_paths": ["/opt/x"]}, False),
     ],
 )
