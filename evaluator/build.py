@@ -599,6 +599,16 @@ def _flags_leave_torch_as_is(flags: dict) -> bool:
     return not flags.get("extra_include_paths") and all(_NAME_NEUTRAL_FLAG.fullmatch(f) for f in given)
 
 
+def torch_names(flags: dict, arch: str):
+    """`light_first`'s `torch_names` for a build with these load_inline keyword arguments for `arch`
+    ("9.0"): a function giving the names torch's headers spell as this machine's nvcc reads them
+    (`prelude.whole_names`), or None where the candidate's flags could change them or there is no nvcc."""
+    nvcc = find_nvcc()
+    if nvcc is None or not _flags_leave_torch_as_is(flags):
+        return None
+    return lambda: prelude.whole_names(nvcc, torch_cxx_std(), arch, tuple(torch_includes()))
+
+
 _LIGHT = ("slim", "prelude")  # the includes built against evaluator.prelude's header
 
 
@@ -673,7 +683,7 @@ class LoadInlineWrapper:
         t0 = time.perf_counter()
         modules = self._modules(uname)
         flags = self._flags(args, kwargs)
-        names = self._torch_names(flags) if cu else None
+        names = torch_names(flags, self.arch) if cu else None
         if not self.cuda_torch and cu:
             check_dir = self.build_root / uname
             check_dir.mkdir(parents=True, exist_ok=True)
@@ -707,14 +717,6 @@ class LoadInlineWrapper:
 
             wrap_extension(module, self.probe, str(name))
         return module
-
-    def _torch_names(self, flags: dict):
-        """For `light_first`: a function giving the names torch's headers spell (`prelude.whole_names`, as
-        this build's nvcc reads them), or None where the candidate's flags could change them."""
-        nvcc = find_nvcc()
-        if nvcc is None or not _flags_leave_torch_as_is(flags):
-            return None
-        return lambda: prelude.whole_names(nvcc, torch_cxx_std(), self.arch, tuple(torch_includes()))
 
     def _modules(self, uname: str) -> dict[str, int]:
         """The built modules (.so) of this call's build folders, each with its modification time (ns)."""
