@@ -546,18 +546,19 @@ def _could_declare(error: BuildError, names) -> bool:
     return known is None or any(n in known for n in missing)
 
 
-def light_first(cuda_sources: list[str], attempt, torch_names=None):
+def light_first(cuda_sources: list[str], attempt, headers: TorchHeaders | None = None):
     """`attempt(sources, include)` with the lightest CUDA sources first: the light torch/types.h with
     slim operator headers (`include="slim"`, `evaluator.prelude`) and then with torch's (`"prelude"`) where
     it applies, then torch's torch/types.h with the candidate's `#include <torch/extension.h>` dropped
-    (`"types_h"`, `lighten_cuda_sources`), then the sources as given (`"given"`), each next one only when
-    the last failed for want of a declaration, and the light one only when the names its operator headers
-    add (`prelude.heavy_names`) might declare what the slim one lacked (`_could_declare`). A genuine error
-    (one the candidate's own sources would hit too) is raised at once; so is one for want of a name that
-    no torch header spells, when `torch_names` (a function giving `prelude.whole_names`, or None for
-    unknown) is given: a typo, or `at::cuda::getCurrentCUDAStream` without its header, would fail every
-    heavier try the same way (on the H200 some 40 s of builds). Returns (attempt's result, the `include`
-    that served)."""
+    (`"types_h"`, `lighten_cuda_sources`), then the sources as given (`"given"`). Each next one only when
+    the last failed for want of a declaration, or in any way at all when the sources spell a macro that
+    only a heavier header defines (`TorchHeaders.spells_heavier_macro`: `#if TORCH_VERSION_MAJOR`,
+    `PRId64`); the light one only when the names its operator headers add (`prelude.heavy_names`) might
+    declare what the slim one lacked (`_could_declare`). A genuine error (one the candidate's own sources
+    would hit too) is raised at once; so is one for want of a name that no torch header spells, where
+    `headers` knows those names (`TorchHeaders.names`) and the sources spell no heavier macro: a typo, or
+    `at::cuda::getCurrentCUDAStream` without its header, would fail every heavier try the same way (on the
+    H200 some 40 s of builds). Returns (attempt's result, the `include` that served)."""
     lightened = lighten_cuda_sources(cuda_sources) if cuda_sources else None
     tries = []
     if cuda_sources and prelude.applies(lightened or cuda_sources):
@@ -571,19 +572,56 @@ def light_first(cuda_sources: list[str], attempt, torch_names=None):
         try:
             return attempt(sources, include), include
         except BuildError as e:
-            if not _tries_on(include, e):
-                raise
             ours = include in _LIGHT and _light_header_failed(e)
-            if not ours and torch_names is not None and not _could_declare(e, torch_names):
+            spelled = None if headers is None else headers.spells_heavier_macro(cuda_sources, include)
+            if not (ours or spelled or _missing_declaration(e)):
                 raise
-            skip_light = include == "slim" and not ours and not _could_declare(e, prelude.heavy_names)
+            if not ours and spelled is False and headers.names() is not None:
+                if not _could_declare(e, headers.names):
+                    raise
+            skip_light = (
+                include == "slim" and not (ours or spelled) and not _could_declare(e, prelude.heavy_names)
+            )
     return attempt(cuda_sources, "given"), "given"
 
 
+class TorchHeaders:
+    """What `light_first` reads of torch's headers as this machine's `nvcc` preprocesses them for `arch`
+    ("9.0") with torch's include folders (`prelude.preprocessed`, computed on a build's first failure, once
+    per process). `early_end`: whether the candidate's CUDA flags leave torch's headers as read here
+    (`_flags_leave_torch_as_is`); without it `names()` is None and no error ends the tries early."""
+
+    def __init__(self, nvcc: str, arch: str, early_end: bool):
+        self.args = (nvcc, torch_cxx_std(), arch, tuple(torch_includes()))
+        self.early_end = early_end
+
+    def names(self) -> frozenset[str] | None:
+        """`prelude.whole_names`, or None (unknown, or no early end for these flags)."""
+        return prelude.whole_names(*self.args) if self.early_end else None
+
+    def spells_heavier_macro(self, cuda_sources: list[str], include: str) -> bool | None:
+        """Whether the sources spell a macro that torch/extension.h defines and the header of `include`
+        (the light base for "slim" and "prelude", torch/types.h for "types_h") does not; None when
+        unknown."""
+        lighter = prelude.TYPES_H if include == "types_h" else prelude.LIGHT_BASE
+        beyond = prelude.macros_beyond(*self.args, lighter)
+        if beyond is None:
+            return None
+        return not beyond.isdisjoint(re.findall(r"[A-Za-z_]\w*", "\n".join(cuda_sources)))
+
+
+def torch_headers(flags: dict, arch: str) -> TorchHeaders | None:
+    """`light_first`'s `headers` for a build with these load_inline keyword arguments for `arch`; None
+    without nvcc."""
+    nvcc = find_nvcc()
+    return None if nvcc is None else TorchHeaders(nvcc, arch, _flags_leave_torch_as_is(flags))
+
+
 # nvcc options that leave what torch's headers declare as it is (no macro, include folder, language
-# standard or host-compiler option): only with these does light_first end its tries early
+# standard, architecture other than the evaluator's or host-compiler option): only with these does
+# light_first end its tries early
 _NAME_NEUTRAL_FLAG = re.compile(
-    r"|-O[0-3]?|--?use_fast_math|-arch=(?:sm|compute)_\d+a?|-gencode=?arch=compute_\d+a?,code=\[?[\w,]+\]?"
+    r"|-O[0-3]?|--?use_fast_math"
     r"|--expt-relaxed-constexpr|--expt-extended-lambda|--extended-lambda|-lineinfo|--restrict|-w"
     r"|-Xptxas=[\w,=-]+|--ptxas-options=[\w,=-]+|--?maxrregcount=\d+|-ftz=(?:true|false)"
     r"|-prec-(?:div|sqrt)=(?:true|false)|-fmad=(?:true|false)|-res-usage|--resource-usage"
@@ -592,21 +630,12 @@ _NAME_NEUTRAL_FLAG = re.compile(
 
 def _flags_leave_torch_as_is(flags: dict) -> bool:
     """Whether the candidate's CUDA flags leave torch's headers as `prelude.whole_names` reads them: no
-    include folders of its own and only `_NAME_NEUTRAL_FLAG`s in `extra_cuda_cflags` (a `-D`, `-std=c++20`
-    or `-Xcompiler -fopenmp` could declare names that nvcc -E without them does not spell). Its
+    include folders of its own and only `_NAME_NEUTRAL_FLAG`s in `extra_cuda_cflags` (a `-D`, `-std=c++20`,
+    `-arch=sm_100a` or `-Xcompiler -fopenmp` could declare names that nvcc -E without them does not spell:
+    an architecture flag, even the evaluator's own, is left to the tries). Its
     `extra_cflags` reach main.cpp alone, which every try compiles the same way."""
     given = [str(f).strip() for f in (flags.get("extra_cuda_cflags") or [])]
     return not flags.get("extra_include_paths") and all(_NAME_NEUTRAL_FLAG.fullmatch(f) for f in given)
-
-
-def torch_names(flags: dict, arch: str):
-    """`light_first`'s `torch_names` for a build with these load_inline keyword arguments for `arch`
-    ("9.0"): a function giving the names torch's headers spell as this machine's nvcc reads them
-    (`prelude.whole_names`), or None where the candidate's flags could change them or there is no nvcc."""
-    nvcc = find_nvcc()
-    if nvcc is None or not _flags_leave_torch_as_is(flags):
-        return None
-    return lambda: prelude.whole_names(nvcc, torch_cxx_std(), arch, tuple(torch_includes()))
 
 
 _LIGHT = ("slim", "prelude")  # the includes built against evaluator.prelude's header
@@ -683,7 +712,7 @@ class LoadInlineWrapper:
         t0 = time.perf_counter()
         modules = self._modules(uname)
         flags = self._flags(args, kwargs)
-        names = torch_names(flags, self.arch) if cu else None
+        names = torch_headers(flags, self.arch) if cu else None
         if not self.cuda_torch and cu:
             check_dir = self.build_root / uname
             check_dir.mkdir(parents=True, exist_ok=True)

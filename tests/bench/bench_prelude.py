@@ -6,7 +6,7 @@ For every candidate (default: the repo's honest CUDA candidates, the CUDA test c
 scripted replies of tests/bench/solve_2_40 and strategies_1_19_21, whose last ```python block is the
 candidate), the CUDA sources its `load_inline` call passes are captured (the module is run with
 load_inline replaced by a recorder that stops it there; run it only on candidates you trust) and compiled
-through `build.light_first` (its early end included, `build.torch_names`) with the compile check a CPU
+through `build.light_first` (its early end included, `build.torch_headers`) with the compile check a CPU
 machine uses (`nvcc --dryrun` of the flags, then `nvcc -ptx`), so the light torch/types.h with slim
 operator headers, then with torch's (`evaluator.prelude`), then torch's torch/types.h, then the sources as
 written are tried as in a real build. On a GPU machine's torch the same sources go through the real build
@@ -70,7 +70,13 @@ def capture(path: Path) -> dict | None:
 
 
 def check(name: str, got: dict) -> dict:
-    from kb_agent.evaluator.build import BuildError, CudaUnavailable, _syntax_check, light_first, torch_names
+    from kb_agent.evaluator.build import (
+        BuildError,
+        CudaUnavailable,
+        _syntax_check,
+        light_first,
+        torch_headers,
+    )
 
     folder = Path(tempfile.mkdtemp(prefix="kb-prelude-"))
     tries: list[list] = []
@@ -87,7 +93,9 @@ def check(name: str, got: dict) -> dict:
 
     include = unavailable = None
     try:
-        include = light_first(got["cu"], attempt, torch_names({"extra_cuda_cflags": got["flags"]}, "9.0"))[1]
+        include = light_first(got["cu"], attempt, torch_headers({"extra_cuda_cflags": got["flags"]}, "9.0"))[
+            1
+        ]
     except CudaUnavailable:
         unavailable = True
     except BuildError:

@@ -528,27 +528,49 @@ def test_a_name_no_torch_header_spells_ends_the_tries_at_once():
 
         return run
 
+    class Headers:  # what TorchHeaders reads of torch's headers, fixed
+        def __init__(self, names, macros):
+            self._names, self.macros = names, macros
+
+        def names(self):
+            return self._names
+
+        def spells_heavier_macro(self, cuda_sources, include):
+            return None if self.macros is None else any(m in "\n".join(cuda_sources) for m in self.macros)
+
     src = ["#include <torch/extension.h>\n__global__ void k() {}\n"]
     whole = frozenset({"device_of", "empty_like", "Tensor", "at"})
+    every = ["slim", "prelude", "types_h", "given"]
     for error, tried in [
         ('cuda.cu(4): error: identifier "blockDimx" is undefined', ["slim"]),
-        (
-            'cuda.cu(4): error: namespace "at" has no member "device_of"',
-            ["slim", "prelude", "types_h", "given"],
-        ),
-        (
-            'cuda.cu(9): error: no operator "+" matches these operands',
-            ["slim", "prelude", "types_h", "given"],
-        ),
+        ('cuda.cu(4): error: namespace "at" has no member "device_of"', every),
+        ('cuda.cu(9): error: no operator "+" matches these operands', every),
     ]:
         calls.clear()
         with pytest.raises(BuildError):
-            light_first(src, attempt(error), lambda: whole)
+            light_first(src, attempt(error), Headers(whole, frozenset({"PRId64"})))
         assert calls == tried, error
+    typo = 'cuda.cu(4): error: identifier "blockDimx" is undefined'
+    for headers in (Headers(None, frozenset()), Headers(whole, None), None):  # unknown: every try, as before
+        calls.clear()
+        with pytest.raises(BuildError):
+            light_first(src, attempt(typo), headers)
+        assert calls == ["slim", "types_h", "given"]
+    # the sources spell a macro only heavier headers define (found by a fresh helper: `#if
+    # TORCH_VERSION_MAJOR >= 2` around the candidate's own helper left it undefined in the light builds)
+    guarded = ["#include <torch/extension.h>\n#if TORCH_VERSION_MAJOR >= 2\n__device__ float f();\n#endif\n"]
+    for error in (
+        'cuda.cu(9): error: identifier "relu_op" is undefined',
+        'cuda.cu(3): error: expected a ")"',
+    ):
+        calls.clear()
+        with pytest.raises(BuildError):
+            light_first(guarded, attempt(error), Headers(whole, frozenset({"TORCH_VERSION_MAJOR"})))
+        assert calls == every, error  # any error at all goes on, and nothing ends early
     calls.clear()
-    with pytest.raises(BuildError):  # the names unknown (nvcc -E failed): every try, as before
-        light_first(src, attempt('cuda.cu(4): error: identifier "blockDimx" is undefined'), lambda: None)
-    assert calls == ["slim", "types_h", "given"]
+    with pytest.raises(BuildError):  # a macro of the light header's own: a syntax error is the candidate's
+        light_first(src, attempt('cuda.cu(3): error: expected a ")"'), Headers(whole, frozenset({"PRId64"})))
+    assert calls == ["slim"]
 
 
 @pytest.mark.parametrize(
@@ -557,19 +579,20 @@ def test_a_name_no_torch_header_spells_ends_the_tries_at_once():
         ({}, True),
         (
             {
-                "extra_cuda_cflags": ["-O3", "--use_fast_math", "-arch=sm_90", ""],
+                "extra_cuda_cflags": ["-O3", "--use_fast_math", "", "-lineinfo"],
                 "extra_cflags": ["-DX", "-I."],
             },
             True,
         ),
-        ({"extra_cuda_cflags": ["-gencode=arch=compute_90a,code=sm_90a", "-Xptxas=-v", "-lineinfo"]}, True),
+        ({"extra_cuda_cflags": ["-Xptxas=-v", "--expt-relaxed-constexpr", "-maxrregcount=64"]}, True),
+        ({"extra_cuda_cflags": ["-arch=sm_100a"]}, False),  # another device pass than the names were read for
         ({"extra_cuda_cflags": ["-DUSE_FOO"]}, False),
         ({"extra_cuda_cflags": ["-Xcompiler", "-fopenmp"]}, False),  # _OPENMP
-        ({"extra_cuda_cflags": ["-std=c++20"]}, False),
+        ({"extra_cuda_cflags": ["-std=c++17"]}, False),
+        ({"extra_cuda_cflags": ["--compiler-options '-DKB=1'"]}, False),
         ({"extra_cuda_cflags": ["--define-macro=X"]}, False),
         ({"extra_cuda_cflags": ["-U__CUDA_NO_HALF_OPERATORS__"]}, False),
         ({"extra_cuda_cflags": ["-include", "my.h"]}, False),
-        ({"extra_cuda_cflags": ["-arch", "sm_90"]}, False),  # a word of its own: not read, so not trusted
         ({"extra_include_paths": ["/opt/x"]}, False),
     ],
 )

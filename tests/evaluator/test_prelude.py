@@ -238,11 +238,14 @@ def test_an_unchanged_header_is_not_written_again(tmp_path):
     assert target.stat().st_mtime_ns != 1_000_000_000 and "ops/ones_like.h" in target.read_text()
 
 
-def test_a_second_try_gets_the_candidates_sources_not_what_load_inline_made_of_them(tmp_path):
+def test_a_second_try_gets_the_candidates_sources_not_what_load_inline_made_of_them(tmp_path, monkeypatch):
     # torch's load_inline adds its include and the pybind11 module to the very lists it is given; the try
     # after a failed light build then defined the module twice (seen on the H200: "redefinition of PyInit_")
     import torch.utils.cpp_extension as ce
+    from kb_agent.evaluator import build
     from kb_agent.evaluator.build import LoadInlineWrapper
+
+    monkeypatch.setattr(build, "find_nvcc", lambda: None)  # torch's headers not read (nvcc -E's seconds)
 
     seen = []
 
@@ -293,19 +296,23 @@ def test_a_slim_build_that_lacks_a_heavy_name_tries_the_light_header_and_a_typo_
     assert calls == ["slim", "given"]  # the light header spells no `blockDimx`: its build is left out
     assert any("blockDimx" in err for err in e.value.errors)
     calls.clear()
-    names = _whole()
+    headers = _headers()
     with pytest.raises(BuildError) as e:  # and no torch header does: the slim build's error is the verdict
-        light_first([RELU.replace("blockDim.x", "blockDimx")], attempt, lambda: names)
+        light_first([RELU.replace("blockDim.x", "blockDimx")], attempt, headers)
     assert calls == ["slim"] and any("blockDimx" in err for err in e.value.errors)
     calls.clear()
-    assert light_first([guarded], attempt, lambda: names) == (None, "prelude")
+    assert light_first([guarded], attempt, headers) == (None, "prelude")
     assert calls == ["slim", "prelude"]
 
 
-def _whole():
-    from kb_agent.evaluator.build import find_nvcc, torch_cxx_std, torch_includes
+def _headers():
+    from kb_agent.evaluator.build import torch_headers
 
-    return prelude.whole_names(find_nvcc(), torch_cxx_std(), "9.0", tuple(torch_includes()))
+    return torch_headers({}, "9.0")
+
+
+def _whole():
+    return _headers().names()
 
 
 @pytest.mark.slow  # two nvcc -E passes of torch/extension.h, 4-8 s on 2 cores
@@ -320,11 +327,14 @@ def test_the_whole_names_are_what_torchs_headers_spell_macros_and_pasted_names_i
     assert not {"blockDimx", "getCurrentCUDAStream", "OptionalCUDAGuard"} & names  # ATen/cuda is not in it
 
 
-def test_a_lighter_try_that_failed_is_not_built_again(tmp_path):
+def test_a_lighter_try_that_failed_is_not_built_again(tmp_path, monkeypatch):
     # a split evaluation's run child loads the build child's module through the same load_inline call:
     # without the record it built the failed slim try again (5-8 s of nvcc) before finding the light one
     import torch.utils.cpp_extension as ce
+    from kb_agent.evaluator import build
     from kb_agent.evaluator.build import BuildError, LoadInlineWrapper
+
+    monkeypatch.setattr(build, "find_nvcc", lambda: None)  # torch's headers not read (nvcc -E's seconds)
 
     seen = []
 
@@ -342,8 +352,7 @@ def test_a_lighter_try_that_failed_is_not_built_again(tmp_path):
     for _ in range(2):  # the build child, then the run child
         wrapper = LoadInlineWrapper(tmp_path, "9.0", cuda_torch=True, salt="t")
         wrapper.original = fake
-        # (a macro of its own: the names of torch's headers are not read, nvcc -E's seconds are not this test's)
-        assert wrapper("x", decl, guarded, functions=["relu_cuda"], extra_cuda_cflags=["-DKB_T"]) == "module"
+        assert wrapper("x", decl, guarded, functions=["relu_cuda"]) == "module"
         assert [b["cuda_include"] for b in wrapper.builds] == ["prelude"]
     assert seen == ["_s", "_p", "_p"]
 
@@ -390,3 +399,44 @@ def test_a_build_that_lacks_a_name_no_torch_header_spells_is_tried_once(tmp_path
             wrapper("t", decl, src, functions=["relu_cuda"], **flags)
         assert seen == tried  # with a macro of its own, torch's headers might read otherwise: every try
         assert "blockDimx" in e.value.errors[0]
+
+
+# valid sources that spell a macro only heavier headers define, from two fresh helpers' attacks: against a
+# light header each failed in a way that read as the candidate's own error (a syntax error, its own name
+# undefined, "explicit type is missing") and was reported a compile error
+_MACRO_CASES = {
+    "version_guard": RELU.replace(
+        "__global__ void relu_kernel",
+        "#if TORCH_VERSION_MAJOR >= 2\n__device__ __forceinline__ float kb_relu(float v) { return v; }\n#endif\n"
+        "__global__ void relu_kernel",
+    ).replace("y[i] = x[i] > 0.f", "y[i] = kb_relu(x[i]) > 0.f"),
+    "disallow_copy": RELU.replace(
+        "__global__ void relu_kernel",
+        "struct LaunchCfg {\n  LaunchCfg(int n) : threads(256) {}\n  AT_DISALLOW_COPY_AND_ASSIGN(LaunchCfg);\n"
+        "  int threads;\n};\n__global__ void relu_kernel",
+    ),
+    "inttypes": "#include <cstdio>\n"
+    + RELU.replace(
+        "  int n = x.numel();", '  int n = x.numel();\n  if (!n) std::printf("%" PRId64 "\\n", (int64_t)n);'
+    ),
+}
+
+
+@pytest.mark.slow  # up to four nvcc compile checks each, 20-60 s on 2 cores
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+@pytest.mark.parametrize("case", sorted(_MACRO_CASES))
+def test_a_source_spelling_a_heavier_headers_macro_builds_against_one_that_defines_it(tmp_path, case):
+    from kb_agent.evaluator.build import _syntax_check, light_first
+
+    src = "#include <torch/extension.h>\n" + _MACRO_CASES[case]
+    calls = []
+
+    def attempt(sources, include):
+        calls.append(include)
+        folder = tmp_path / f"{include}{len(list(tmp_path.iterdir()))}"
+        folder.mkdir()
+        return _syntax_check([], sources, {}, folder, "9.0", include)
+
+    # (AT_DISALLOW_COPY_AND_ASSIGN is ATen/Utils.h's, which the light header's operator headers bring in)
+    assert light_first([src], attempt, _headers())[1] in ("prelude", "types_h", "given"), calls
+    assert calls[0] == "slim" and len(calls) >= 2
