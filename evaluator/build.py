@@ -482,7 +482,10 @@ _EXTENSION_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]torch/extension
 _MISSING_DECL = re.compile(
     r"is undefined|has no member|not a member|was not declared|incomplete type|no instance of|pybind|"
     r"no operator|no match for|must be a class or namespace|is not a class or namespace|has not been declared|"
-    r"the global scope has no|cannot open source file|No such file",
+    r"the global scope has no|cannot open source file|No such file|"
+    # what a lighter header's lack can cause besides a missing name (a type left incomplete, overloads a
+    # heavier header's declaration would hide or decide: `torch::cat({a, b})`, `torch::tensor({1, 2.5})`)
+    r"incomplete class|type is incomplete|more than one instance|more than one operator|ambiguous|no suitable",
     re.IGNORECASE,
 )
 
@@ -585,6 +588,9 @@ def light_first(cuda_sources: list[str], attempt, headers: TorchHeaders | None =
     return attempt(cuda_sources, "given"), "given"
 
 
+_COMMENT_OR_STRING = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"', re.DOTALL)
+
+
 class TorchHeaders:
     """What `light_first` reads of torch's headers as this machine's `nvcc` preprocesses them for `arch`
     ("9.0") with torch's include folders (`prelude.preprocessed`, computed on a build's first failure, once
@@ -603,11 +609,15 @@ class TorchHeaders:
         """Whether the sources spell a macro that torch/extension.h defines and the header of `include`
         (the light base for "slim" and "prelude", torch/types.h for "types_h") does not; None when
         unknown."""
+        text = "\n".join(cuda_sources)
+        if "##" in text:  # a macro of its own may paste a heavier header's name together: unknowable here
+            return True
         lighter = prelude.TYPES_H if include == "types_h" else prelude.LIGHT_BASE
         beyond = prelude.macros_beyond(*self.args, lighter)
         if beyond is None:
             return None
-        return not beyond.isdisjoint(re.findall(r"[A-Za-z_]\w*", "\n".join(cuda_sources)))
+        code = _COMMENT_OR_STRING.sub(" ", text)  # `// TENSOR` is no use of ATen's TENSOR macro
+        return not beyond.isdisjoint(re.findall(r"[A-Za-z_]\w*", code))
 
 
 def torch_headers(flags: dict, arch: str) -> TorchHeaders | None:

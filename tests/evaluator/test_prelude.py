@@ -415,6 +415,11 @@ _MACRO_CASES = {
         "struct LaunchCfg {\n  LaunchCfg(int n) : threads(256) {}\n  AT_DISALLOW_COPY_AND_ASSIGN(LaunchCfg);\n"
         "  int threads;\n};\n__global__ void relu_kernel",
     ),
+    # a lighter header's lack as an incomplete type and as an ambiguous overload (found by a fresh helper)
+    "cat": RELU.replace("  return y.add_(z);", "  return torch::cat({y, x}, 0);"),
+    "tensor_list": RELU.replace(
+        "  auto z = at::zeros", "  auto s = torch::tensor({1, 2.5}, x.options());\n  auto z = at::zeros"
+    ),
     "inttypes": "#include <cstdio>\n"
     + RELU.replace(
         "  int n = x.numel();", '  int n = x.numel();\n  if (!n) std::printf("%" PRId64 "\\n", (int64_t)n);'
@@ -425,7 +430,7 @@ _MACRO_CASES = {
 @pytest.mark.slow  # up to four nvcc compile checks each, 20-60 s on 2 cores
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 @pytest.mark.parametrize("case", sorted(_MACRO_CASES))
-def test_a_source_spelling_a_heavier_headers_macro_builds_against_one_that_defines_it(tmp_path, case):
+def test_a_source_a_lighter_header_fails_builds_against_a_heavier_one(tmp_path, case):
     from kb_agent.evaluator.build import _syntax_check, light_first
 
     src = "#include <torch/extension.h>\n" + _MACRO_CASES[case]
@@ -438,5 +443,36 @@ def test_a_source_spelling_a_heavier_headers_macro_builds_against_one_that_defin
         return _syntax_check([], sources, {}, folder, "9.0", include)
 
     # (AT_DISALLOW_COPY_AND_ASSIGN is ATen/Utils.h's, which the light header's operator headers bring in)
-    assert light_first([src], attempt, _headers())[1] in ("prelude", "types_h", "given"), calls
-    assert calls[0] == "slim" and len(calls) >= 2
+    assert light_first([src], attempt, _headers())[1] in ("slim", "prelude", "types_h", "given"), calls
+
+
+def test_an_operator_taking_a_type_the_slim_base_leaves_incomplete_keeps_torchs_header():
+    # `torch::cat({y, x}, 0)` against a slim cat.h: "list-initialization of ... incomplete type
+    # at::ITensorListRef" (found by a fresh helper); index takes a c10::List<optional<Tensor>>
+    assert prelude.slim_operator_header("cat") is None and prelude.slim_operator_header("index") is None
+    assert prelude.slim_operator_header("empty_like") is not None
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        "torch::Tensor operator+(const torch::Tensor& a, const torch::Tensor& b) { return a; }",
+        "std::ostream& operator<<(std::ostream& os, const at::Tensor& t) { return os; }",
+    ],
+)
+def test_an_operator_of_the_candidates_own_on_tensors_gets_no_light_header(src):
+    # stock's ATen/TensorOperators.h makes `y + x` ambiguous with it; a light build accepted it
+    assert not prelude.applies([RELU + src])
+    assert prelude.applies([RELU + "__device__ float4 operator+(float4 a, float4 b) { return a; }"])
+
+
+def test_a_heavier_macro_in_a_comment_or_string_is_no_use_and_a_pasting_macro_may_be_one(monkeypatch):
+    from kb_agent.evaluator.build import TorchHeaders
+
+    monkeypatch.setattr(prelude, "macros_beyond", lambda *args: frozenset({"TENSOR", "PRId64"}))
+    headers = TorchHeaders("nvcc", "9.0", early_end=True)
+    assert headers.spells_heavier_macro(['printf("%" PRId64, n);'], "slim") is True
+    assert headers.spells_heavier_macro(['// TENSOR\n/* PRId64 */ printf("TENSOR");'], "slim") is False
+    assert headers.spells_heavier_macro(["#define CAT(a, b) a##b\nint CAT(x, y);"], "slim") is True
+    monkeypatch.setattr(prelude, "macros_beyond", lambda *args: None)
+    assert headers.spells_heavier_macro(["int x;"], "slim") is None
