@@ -562,6 +562,8 @@ def light_first(cuda_sources: list[str], attempt, headers: TorchHeaders | None =
     `headers` knows those names (`TorchHeaders.names`) and the sources spell no heavier macro: a typo, or
     `at::cuda::getCurrentCUDAStream` without its header, would fail every heavier try the same way (on the
     H200 some 40 s of builds). Returns (attempt's result, the `include` that served)."""
+    if _defines_before_torch_include(cuda_sources):
+        return attempt(cuda_sources, "given"), "given"
     lightened = lighten_cuda_sources(cuda_sources) if cuda_sources else None
     tries = []
     if cuda_sources and prelude.applies(lightened or cuda_sources):
@@ -586,6 +588,20 @@ def light_first(cuda_sources: list[str], attempt, headers: TorchHeaders | None =
                 include == "slim" and not (ours or spelled) and not _could_declare(e, prelude.heavy_names)
             )
     return attempt(cuda_sources, "given"), "given"
+
+
+_DEFINE_OR_UNDEF = re.compile(r"^[ \t]*#[ \t]*(?:define|undef)\b", re.MULTILINE)
+_TORCH_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"](?:ATen|c10|torch|caffe2)/', re.MULTILINE)
+
+
+def _defines_before_torch_include(cuda_sources: list[str]) -> bool:
+    """Whether the sources define or undefine a macro before their last include of a torch header: with a
+    lighter header, that header's own includes are read with the macro in force, which stock reads
+    earlier, through the torch/types.h load_inline puts first (`#define N 1024` breaks c10's variadic.h
+    in stock and not in a light build: found by a fresh helper). Such sources are built as given."""
+    text = "\n".join(cuda_sources)
+    starts = [m.start() for m in _TORCH_INCLUDE.finditer(text)]
+    return bool(starts) and _DEFINE_OR_UNDEF.search(text, 0, starts[-1]) is not None
 
 
 _COMMENT_OR_STRING = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"', re.DOTALL)

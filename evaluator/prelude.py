@@ -109,16 +109,47 @@ def torch_aliases() -> tuple[str, ...]:
     return tuple(found) if any(re.fullmatch(r"using\s+namespace\s+at\s*;", a) for a in found) else ()
 
 
+@functools.cache
+def functions_tail() -> tuple[str, tuple[str, ...]] | None:
+    """The part of this torch's ATen/Functions.h after its per-operator includes: C++-only overloads such
+    as `at::var(const Tensor&, int dim)` (without it `torch::var(x, 1)` takes 1 for `unbiased` and
+    computes another thing: found by a fresh helper) and `at::size(t, dim)`, `at::numel(t)`. Returns (its
+    text, the operators it calls, whose headers the light header then includes), or None where the file
+    or its shape is not as expected (then no light header is tried)."""
+    try:
+        text = (_torch_include() / "ATen" / "Functions.h").read_text()
+    except OSError:
+        return None
+    last = text.rfind("#include <ATen/ops/")
+    end = text.rfind("#else")
+    if last < 0 or end < last:
+        return None
+    tail = text[text.index("\n", last) + 1 : end].strip()
+    if not tail.startswith("namespace at {") or "#" in tail:
+        return None
+    called = sorted(set(re.findall(r"\bat::(\w+)\s*\(", tail)))
+    return tail, tuple(n for n in called if (_torch_include() / "ATen" / "ops" / f"{n}.h").is_file())
+
+
 def applies(cuda_sources: list[str]) -> bool:
     """Whether the light header may be tried for these CUDA sources (see the module doc)."""
-    return bool(cuda_sources) and not _NEEDS_WHOLE.search("\n".join(cuda_sources)) and bool(torch_aliases())
+    text = "\n".join(cuda_sources)
+    return (
+        bool(cuda_sources)
+        and not _NEEDS_WHOLE.search(text)
+        and bool(torch_aliases())
+        and functions_tail() is not None
+    )
 
 
 def operators(cuda_sources: list[str]) -> list[str]:
-    """The operators (names with an `ATen/ops/<name>.h` in this torch) that the sources name, sorted."""
+    """The operators (names with an `ATen/ops/<name>.h` in this torch) that the sources name, and those
+    `functions_tail` calls, sorted."""
     text = "\n".join(cuda_sources)
     ops = _torch_include() / "ATen" / "ops"
-    names = set(_QUALIFIED.findall(text)) | set(_CALLED.findall(text))
+    names = (
+        set(_QUALIFIED.findall(text)) | set(_CALLED.findall(text)) | set((functions_tail() or ("", ()))[1])
+    )
     return sorted(n for n in names if (ops / f"{n}.h").is_file())
 
 
@@ -127,6 +158,7 @@ def header(cuda_sources: list[str]) -> str:
     lines = ["#pragma once", "// kb-agent's light torch/types.h (kb_agent.evaluator.prelude)"]
     lines += [f"#include <{h}>" for h in _BASE]
     lines += [f"#include <ATen/ops/{name}.h>" for name in operators(cuda_sources)]
+    lines += [(functions_tail() or ("",))[0]]
     lines += ["namespace torch {", *torch_aliases(), "}  // namespace torch", ""]
     return "\n".join(lines)
 

@@ -26,8 +26,12 @@ torch::Tensor relu_cuda(torch::Tensor x) {
 
 def test_the_operators_named_are_the_ones_with_a_header():
     # qualified or called bare; methods (`.add_`, `.numel`) and kernels are the Tensor's / the candidate's
-    assert prelude.operators([RELU]) == ["empty_like", "zeros"]
-    assert prelude.operators(["auto y = empty(sizes, opts); y.add(x); relu_kernel(y);"]) == ["empty"]
+    # (and the operators ATen/Functions.h's own overloads call: `functions_tail`)
+    tail = ["std", "std_mean", "var", "var_mean"]
+    assert prelude.operators([RELU]) == sorted(["empty_like", "zeros", *tail])
+    assert prelude.operators(["auto y = empty(sizes, opts); y.add(x); relu_kernel(y);"]) == sorted(
+        ["empty", *tail]
+    )
 
 
 def test_the_header_has_torchs_own_aliases_and_the_operators():
@@ -85,11 +89,12 @@ def test_a_slim_write_puts_the_operators_copies_beside_it_and_a_light_one_takes_
 
     ops = tmp_path / prelude.FOLDER / "ATen" / "ops"
     prelude.write(tmp_path, [RELU], slim=True)
-    assert sorted(f.name for f in ops.iterdir()) == ["empty_like.h", "zeros.h"]
+    tail = ["std.h", "std_mean.h", "var.h", "var_mean.h"]
+    assert sorted(f.name for f in ops.iterdir()) == sorted(["empty_like.h", "zeros.h", *tail])
     assert (ops / "zeros.h").read_text() == prelude.slim_operator_header("zeros")
     os.utime(ops / "zeros.h", ns=(1_000_000_000, 1_000_000_000))
     prelude.write(tmp_path, [RELU.replace("at::zeros", "at::ones")], slim=True)  # unchanged ones are kept
-    assert sorted(f.name for f in ops.iterdir()) == ["empty_like.h", "ones.h"]
+    assert sorted(f.name for f in ops.iterdir()) == sorted(["empty_like.h", "ones.h", *tail])
     prelude.write(tmp_path, [RELU], slim=True)
     assert (ops / "zeros.h").stat().st_mtime_ns != 1_000_000_000  # a new copy: it was taken away
     os.utime(ops / "zeros.h", ns=(1_000_000_000, 1_000_000_000))
@@ -476,3 +481,49 @@ def test_a_heavier_macro_in_a_comment_or_string_is_no_use_and_a_pasting_macro_ma
     assert headers.spells_heavier_macro(["#define CAT(a, b) a##b\nint CAT(x, y);"], "slim") is True
     monkeypatch.setattr(prelude, "macros_beyond", lambda *args: None)
     assert headers.spells_heavier_macro(["int x;"], "slim") is None
+
+
+def test_the_light_header_has_functions_hs_own_overloads():
+    # `torch::var(x, 1)`: without at::var(const Tensor&, int dim), 1 converts to `bool unbiased` and the
+    # light build computes the variance of all elements (found by a fresh helper, run against libtorch)
+    tail, called = prelude.functions_tail()
+    assert "inline Tensor var(const Tensor& self, int dim)" in tail and "inline int64_t numel(" in tail
+    assert tail in prelude.header([RELU]) and set(called) <= set(prelude.operators([RELU]))
+
+
+@pytest.mark.parametrize(
+    "src,given",
+    [
+        ("#define N 1024\n#include <torch/extension.h>\n__global__ void k() {}", True),
+        ("#include <torch/extension.h>\n#define N 1024\n__global__ void k() {}", False),
+        ("#undef min\n#include <ATen/ATen.h>\n__global__ void k() {}", True),
+        ("#define TILE 16\n__global__ void k() {}", False),
+    ],
+)
+def test_a_macro_defined_before_a_torch_include_is_built_as_given(src, given):
+    # stock reads torch/types.h (load_inline's, first) before the macro; a light build reads the headers
+    # the include brings with the macro in force (`#define N 1024` broke c10's variadic.h in stock only)
+    from kb_agent.evaluator.build import light_first
+
+    tried = []
+    assert light_first([src], lambda sources, include: tried.append(include))[1] == tried[0]
+    assert (tried == ["given"]) is given
+
+
+@pytest.mark.slow  # one g++ parse of the slim header, 2-4 s
+@pytest.mark.skipif(shutil.which("c++") is None, reason="needs a host compiler")
+def test_torch_var_with_an_int_takes_the_dim_overload_against_the_slim_header(tmp_path):
+    src = "at::Tensor f(const at::Tensor& x) { return torch::var(x, 1); }"
+    prelude.write(tmp_path, [src], slim=True)
+    check = (
+        "#include <torch/types.h>\n#include <type_traits>\n"
+        "at::Tensor (*by_dim)(const at::Tensor&, int) = &at::var;  // Functions.h's own overload\n"
+        + src
+        + "\n"
+    )
+    (tmp_path / "v.cpp").write_text(check)
+    inc = prelude._torch_include()
+    cmd = ["c++", "-std=c++17", "-fsyntax-only", prelude.INCLUDE_FLAG, "-isystem", str(inc), "-isystem",
+           str(inc / "torch" / "csrc" / "api" / "include"), "v.cpp"]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
