@@ -275,19 +275,27 @@ def test_a_second_try_gets_the_candidates_sources_not_what_load_inline_made_of_t
     assert [b["cuda_include"] for b in wrapper.builds] == ["prelude"]  # the slim build failed
 
 
-@pytest.mark.slow  # five nvcc compile checks, about a minute on 2 cores
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
-def test_a_slim_build_that_lacks_a_heavy_name_tries_the_light_header_and_a_typo_does_not(tmp_path):
-    from kb_agent.evaluator.build import BuildError, _syntax_check, light_first
-
-    calls = []
+def _compile_check(folder, calls: list):
+    """`light_first`'s attempt as a CPU machine's build makes it (`_syntax_check`), in a fresh folder per
+    try, each try's include appended to `calls`."""
+    from kb_agent.evaluator.build import _syntax_check
 
     def attempt(sources, include):
         calls.append(include)
-        folder = tmp_path / f"{include}{len(list(tmp_path.iterdir()))}"
-        folder.mkdir()
-        return _syntax_check([], sources, {}, folder, "9.0", include)
+        here = folder / f"{include}{len(list(folder.iterdir()))}"
+        here.mkdir()
+        return _syntax_check([], sources, {}, here, "9.0", include)
 
+    return attempt
+
+
+@pytest.mark.slow  # five nvcc compile checks, about a minute on 2 cores
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_a_slim_build_that_lacks_a_heavy_name_tries_the_light_header_and_a_typo_does_not(tmp_path):
+    from kb_agent.evaluator.build import BuildError, light_first
+
+    calls = []
+    attempt = _compile_check(tmp_path, calls)
     guarded = RELU.replace(
         "  auto y = torch::empty_like(x);",
         "  at::OptionalDeviceGuard g(device_of(x));\n  auto y = torch::empty_like(x);",
@@ -436,17 +444,11 @@ _MACRO_CASES = {
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 @pytest.mark.parametrize("case", sorted(_MACRO_CASES))
 def test_a_source_a_lighter_header_fails_builds_against_a_heavier_one(tmp_path, case):
-    from kb_agent.evaluator.build import _syntax_check, light_first
+    from kb_agent.evaluator.build import light_first
 
     src = "#include <torch/extension.h>\n" + _MACRO_CASES[case]
     calls = []
-
-    def attempt(sources, include):
-        calls.append(include)
-        folder = tmp_path / f"{include}{len(list(tmp_path.iterdir()))}"
-        folder.mkdir()
-        return _syntax_check([], sources, {}, folder, "9.0", include)
-
+    attempt = _compile_check(tmp_path, calls)
     # (AT_DISALLOW_COPY_AND_ASSIGN is ATen/Utils.h's, which the light header's operator headers bring in)
     assert light_first([src], attempt, _headers())[1] in ("slim", "prelude", "types_h", "given"), calls
 
