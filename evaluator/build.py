@@ -577,16 +577,15 @@ def light_first(cuda_sources: list[str], attempt, headers: TorchHeaders | None =
         try:
             return attempt(sources, include), include
         except BuildError as e:
-            ours = include in _LIGHT and _light_header_failed(e)
+            if include in _LIGHT and _light_header_failed(e):  # never the candidate's: the next one, always
+                skip_light = False
+                continue
             spelled = None if headers is None else headers.spells_heavier_macro(cuda_sources, include)
-            if not (ours or spelled or _missing_declaration(e)):
+            if not (spelled or _missing_declaration(e)):
                 raise
-            if not ours and spelled is False and headers.names() is not None:
-                if not _could_declare(e, headers.names):
-                    raise
-            skip_light = (
-                include == "slim" and not (ours or spelled) and not _could_declare(e, prelude.heavy_names)
-            )
+            if spelled is False and not _could_declare(e, headers.names):
+                raise
+            skip_light = include == "slim" and not spelled and not _could_declare(e, prelude.heavy_names)
     return attempt(cuda_sources, "given"), "given"
 
 
@@ -614,8 +613,12 @@ class TorchHeaders:
     (`_flags_leave_torch_as_is`); without it `names()` is None and no error ends the tries early."""
 
     def __init__(self, nvcc: str, arch: str, early_end: bool):
-        self.args = (nvcc, torch_cxx_std(), arch, tuple(torch_includes()))
-        self.early_end = early_end
+        self.nvcc, self.arch, self.early_end = nvcc, arch, early_end
+
+    @functools.cached_property
+    def args(self) -> tuple:
+        """`prelude.preprocessed`'s first arguments; read only once a build failed."""
+        return (self.nvcc, torch_cxx_std(), self.arch, tuple(torch_includes()))
 
     def names(self) -> frozenset[str] | None:
         """`prelude.whole_names`, or None (unknown, or no early end for these flags)."""
@@ -683,9 +686,8 @@ def _tries_on(include: str, error: BuildError) -> bool:
 # each try of light_first builds in a folder of its own, so that a module built one way is never taken for
 # one built another way
 _FOLDER_SUFFIX = {"slim": "_s", "prelude": "_p", "types_h": "_l", "given": ""}
-_FAILED = (
-    "kb_failed.json"  # in a lighter try's folder: the errors it failed with (`LoadInlineWrapper._build`)
-)
+# in a lighter try's folder: the errors it failed with (`LoadInlineWrapper._build`)
+_FAILED = "kb_failed.json"
 
 
 class LoadInlineWrapper:
@@ -738,14 +740,14 @@ class LoadInlineWrapper:
         t0 = time.perf_counter()
         modules = self._modules(uname)
         flags = self._flags(args, kwargs)
-        names = torch_headers(flags, self.arch) if cu else None
+        headers = torch_headers(flags, self.arch) if cu else None
         if not self.cuda_torch and cu:
             check_dir = self.build_root / uname
             check_dir.mkdir(parents=True, exist_ok=True)
             light_first(
                 cu,
                 lambda sources, include: _syntax_check(cpp, sources, flags, check_dir, self.arch, include),
-                names,
+                headers,
             )
             raise CudaUnavailable(
                 "this machine's torch has no CUDA: the CUDA sources passed an nvcc compile check "
@@ -761,7 +763,7 @@ class LoadInlineWrapper:
         module, include = light_first(
             cu,
             lambda sources, include: self._build(name, uname, include, cpp, sources, args, kwargs, flags),
-            names,
+            headers,
         )
         # cached: a module was built before and none was built now (not one of another name, none relinked)
         cached = bool(modules) and self._modules(uname) == modules

@@ -276,11 +276,7 @@ def heavy_names() -> frozenset[str] | None:
     every slim build that lacks a declaration is tried with the light header). About 0.5-1 s, once per
     process."""
     mark = "kb_prelude_heavy_begins"
-    text = (
-        "".join(f"#include <{h}>\n" for h in _BASE)
-        + f"{mark}\n"
-        + "".join(f"#include <{h}>\n" for h in HEAVY)
-    )
+    text = LIGHT_BASE + f"{mark}\n" + "".join(f"#include <{h}>\n" for h in HEAVY)
     inc = _torch_include()
     cmd = [os.environ.get("CXX", "c++"), "-std=c++17", "-E", "-P", "-isystem", str(inc), "-isystem",
            str(inc / "torch" / "csrc" / "api" / "include"), "-x", "c++", "-"]  # fmt: skip
