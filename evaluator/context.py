@@ -229,11 +229,24 @@ class Evaluation:
         return {
             "enabled": True,
             "parity_status": str(parity_status),
+            # the most device memory the child's tensors held at once (torch's caching allocator), the
+            # candidate's and the evaluator's together: what a GPU with less memory would run out of
+            "peak_device_bytes": self.peak_device_bytes(),
             "checks": checks.checks,
             # a blocked attempt, whatever followed: the failure it met was of its own making
             "broke_rule": bool(self.monitor is not None and self.monitor.events),
             **self.strict_info,
         }
+
+    def peak_device_bytes(self) -> int | None:
+        """`torch.cuda.max_memory_allocated` of the evaluation's device, in bytes; None off CUDA."""
+        cuda = self.torch.cuda
+        if self.device.type != "cuda" or not cuda.is_initialized():
+            return None
+        try:
+            return int(cuda.max_memory_allocated(self.device))
+        except Exception:  # noqa: BLE001 - a fact for the record, never a verdict
+            return None
 
     def runtime_verdict(self, e: BaseException, doing: str) -> Verdict:
         if is_triton_compile_error(e):

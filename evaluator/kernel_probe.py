@@ -135,18 +135,72 @@ def _settle(torch, facts) -> None:
 
 def copied_from(torch, written, mask, sources) -> bool:
     """Whether the elements of `written` where `mask` is set (all, when None) are bitwise those at the
-    same places of one of `sources` (tensors of the same number of elements and element width)."""
+    same places of one of `sources` (tensors of the same number of elements and element width; a source
+    may be a host snapshot of a device tensor, `snapshot`). Compared in chunks of `CHUNK_ELEMENTS`, so
+    the temporaries stay small beside tensors of gigabytes."""
     w = bits(torch, written).reshape(-1)
     m = None if mask is None else mask.reshape(-1)
     for s in sources:
         if s.numel() != written.numel() or s.element_size() != written.element_size():
             continue
-        sv = bits(torch, s).reshape(-1).to(w.device)
+        sv = bits(torch, s).reshape(-1)
         if sv.dtype != w.dtype:
             continue
-        if bool((w == sv).all()) if m is None else bool((w[m] == sv[m]).all()):
+        if _all_chunks(torch, w, lambda a, b: a == b, sv, m):
             return True
     return False
+
+
+CHUNK_ELEMENTS = 1 << 26  # elements per chunk of a comparison (256 MiB of float32)
+# device memory a snapshot must leave free beside itself, or it is taken in host memory instead: the
+# forward goes on allocating after the launch, and the comparisons need a chunk's temporaries
+SNAPSHOT_RESERVE_BYTES = 1 << 30
+
+
+def _chunks(n: int):
+    for i in range(0, n, CHUNK_ELEMENTS):
+        yield slice(i, min(n, i + CHUNK_ELEMENTS))
+
+
+def _all_chunks(torch, w, same, s, mask=None) -> bool:
+    """Whether `same(w_chunk, s_chunk)` holds for every element (where `mask` is set) of the flat `w`
+    and `s`, `s` brought chunk by chunk to `w`'s device; one host sync at the end."""
+    ok = torch.ones((), dtype=torch.bool, device=w.device)
+    for c in _chunks(w.numel()):
+        eq = same(w[c], s[c].to(w.device, non_blocking=False))
+        if mask is not None:
+            eq = eq | ~mask[c]
+        ok &= eq.all()
+    return bool(ok)
+
+
+def changed_mask(torch, t, before):
+    """A boolean tensor on `t`'s device, True where `t` differs bitwise from its snapshot `before`
+    (on the device or in host memory), built chunk by chunk."""
+    w, b = bits(torch, t).reshape(-1), bits(torch, before).reshape(-1)
+    out = torch.empty(w.numel(), dtype=torch.bool, device=w.device)
+    for c in _chunks(w.numel()):
+        torch.ne(w[c], b[c].to(w.device), out=out[c])
+    return out.view(t.shape)
+
+
+def snapshot(torch, tensors: list) -> list:
+    """Copies of `tensors` as they are before a launch: on their device where it has room for all of them
+    and `SNAPSHOT_RESERVE_BYTES` more, else in host memory (slower, but a probe that runs the device out
+    of memory would fail an honest candidate that fits it: 1/19's 6 GiB ReLU on an 80 GB GPU did).
+    Copies on the CPU, or on a device whose free memory cannot be read, stay on their device."""
+    device = next((t.device for t in tensors if t.device.type == "cuda"), None)
+    if device is None:
+        return [t.clone() for t in tensors]
+    need = sum(t.numel() * t.element_size() for t in tensors if t.device == device)
+    try:
+        free, _ = torch.cuda.mem_get_info(device)
+        free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    except Exception:  # noqa: BLE001 - no reading: as before
+        return [t.clone() for t in tensors]
+    if need + SNAPSHOT_RESERVE_BYTES <= free:
+        return [t.clone() for t in tensors]
+    return [t.to("cpu", copy=True) if t.device == device else t.clone() for t in tensors]
 
 
 class KernelProbe:
@@ -163,7 +217,7 @@ class KernelProbe:
             return fn(*args, **kwargs)
         torch = self.torch
         given = _tensor_args(torch, args, kwargs)
-        before = [t.clone() for t in given]
+        before = snapshot(torch, given)
         try:
             result = fn(*args, **kwargs)
         except BaseException:
@@ -172,7 +226,7 @@ class KernelProbe:
         ids = {id(t) for t in given}
         changed = []
         for t, b in zip(given, before, strict=True):
-            diff = bits(torch, t) != bits(torch, b)
+            diff = changed_mask(torch, t, b)
             if bool(diff.any()):
                 changed.append((t, diff))
         returned = [r for r in _flat_tensors(torch, result) if id(r) not in ids]

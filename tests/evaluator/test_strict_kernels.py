@@ -227,3 +227,29 @@ def test_an_honest_relu_into_a_zeroed_buffer_is_no_copy():
     with probe.passing("observe") as facts:
         ext.relu_into(x, y)
     assert [(launch.wrote, launch.copy) for launch in facts.launches] == [(1, False)]
+
+
+def test_the_chunked_comparisons_give_the_whole_tensors_answer(monkeypatch):
+    # a probe on tensors of gigabytes compares them chunk by chunk (kernel_probe.CHUNK_ELEMENTS); chunks of 7
+    # elements here, so that every rule crosses chunk boundaries
+    monkeypatch.setattr(kp, "CHUNK_ELEMENTS", 7)
+    x = torch.randn(50)
+    x[3] = float("nan")
+    y = x.clone()
+    assert kp.copied_from(torch, y, None, [x])  # bitwise: NaN equals NaN
+    y[48] = 1.0 if x[48] != 1.0 else 2.0
+    assert not kp.copied_from(torch, y, None, [x])
+    mask = torch.ones(50, dtype=torch.bool)
+    mask[48] = False
+    assert kp.copied_from(torch, y, mask, [x])  # the one differing element is outside the mask
+    assert torch.equal(kp.changed_mask(torch, y, x), torch.arange(50) == 48)
+    assert not kp.changed_mask(torch, x.view(5, 10), x.clone().view(5, 10)).any()
+    test_observe_tells_a_computing_launch_from_a_copy_and_a_touch()
+    test_a_chunked_copy_is_still_a_copy()
+    test_an_honest_relu_into_a_zeroed_buffer_is_no_copy()
+
+
+def test_snapshots_of_cpu_tensors_are_plain_copies():
+    x = torch.randn(8)
+    (snap,) = kp.snapshot(torch, [x])
+    assert torch.equal(snap, x) and snap.data_ptr() != x.data_ptr()
