@@ -26,6 +26,12 @@
 #               (default 540); 1/1-20: --jobs 8 428 s (GPU busy 36 %), --jobs 20 302 s (63 %)
 #   report      `kb-agent report` of every run in the store, by turn, with plots in $OUT/plots and the
 #               problems check's flags excluded as well (#17)
+#   ray         bench_sweep through the local pool, then through a local Ray instance (`--executor
+#               local,ray`: a fresh Ray worker per evaluation), over RAY_PROBLEMS (default 1/1-8) x SWEEP_TURNS
+#               with SWEEP_LATENCY_S (default here 5) at SWEEP_JOBS, and whether both gave the same verdicts
+#               (#14). Needs Ray: see below.
+#   profile     tests/bench/profile_stages.py on 1/19: the Triton candidate (a cold run, then a warm one in
+#               the same process) and bench_latency's CUDA candidate, each stage and named part timed (#13)
 #
 # Every group writes one store, $OUT/study.sqlite (started as a copy of $GPU_CHECKS_DB when that is set:
 # pass the previous call's store back in, so that baselines, checks and sweeps meet in one store for
@@ -35,6 +41,10 @@
 #   mkdir -p .kb/kernelbench && cp -r ../shared/kernelbench/data .kb/kernelbench/ && echo /.kb/ >> .git/info/exclude
 # then run `bash tests/bench/gpu_checks.sh GROUP` on the device, carrying .whl and .kb; results land in
 # $OUT. Set GPU_CHECKS_HEAD=1 to run the committed HEAD rather than the working tree as it travelled.
+# Ray (the `ray` group) and the wheels together are more than one call carries (64 MiB): build
+# .kb/ray-site.tar.gz with tests/bench/ray_bundle.sh, carry it (.kb) in one call, which unpacks it into
+# /tmp/raysite, then carry .whl and .kb/kernelbench in the next call while the machine is still warm
+# (back to back: it goes back after 30 s idle); every call finds /tmp/raysite and puts it on PYTHONPATH.
 set -u
 cd "$(dirname "$0")/../.."
 # a Python that dies of a signal prints every thread's stack (once, a sweep ended rc 139 with no trace)
@@ -51,6 +61,10 @@ if [ -d .whl ]; then
 else
   export PYTHONPATH=$PWD
 fi
+if [ -f .kb/ray-site.tar.gz ] && [ ! -d /tmp/raysite/ray ]; then
+  mkdir -p /tmp/raysite && tar -xzf .kb/ray-site.tar.gz -C /tmp/raysite || echo "ray unpack failed"
+fi
+if [ -d /tmp/raysite/ray ]; then export PYTHONPATH=$PYTHONPATH:/tmp/raysite; fi
 KB=(python3 -c "from kb_agent.agent.cli import main; main()")
 DB=$OUT/study.sqlite
 if [ -n "${GPU_CHECKS_DB:-}" ]; then cp "$GPU_CHECKS_DB" "$DB" || exit 1; fi
@@ -99,7 +113,7 @@ for group in "$@"; do
     gpu-tests)
       step gpu_tests 540 python3 -m pytest -q -p no:cacheprovider -m gpu -rs tests/evaluator/test_timing_gpu.py \
         tests/evaluator/test_evaluate_gpu.py tests/evaluator/test_split_build.py \
-        tests/evaluator/test_bindcache_gpu.py tests/prompts/test_examples.py tests/bench/test_sweep_replies.py
+        tests/evaluator/test_bindcache_gpu.py tests/evaluator/test_probe_memory_gpu.py tests/prompts/test_examples.py tests/bench/test_sweep_replies.py
       ;;
     baseline)
       # shellcheck disable=SC2086 # BASELINE_ARGS: more options, word-split on purpose (e.g. "--jobs 8")
@@ -110,6 +124,16 @@ for group in "$@"; do
         --latency-s "${SWEEP_LATENCY_S:-20}" --turns "${SWEEP_TURNS:-3}" \
         --jobs "${SWEEP_JOBS:-8}" --problem "${SWEEP_PROBLEMS:-1/1-20}" --replies "${SWEEP_REPLIES:-wrap}" --db "$DB"
       ;;
+    ray)
+      step ray_sweep "${SWEEP_LIMIT_S:-540}" python3 tests/bench/bench_sweep.py --device cuda --executor local,ray \
+        --latency-s "${SWEEP_LATENCY_S:-5}" --turns "${SWEEP_TURNS:-3}" --jobs "${SWEEP_JOBS:-8}" \
+        --problem "${RAY_PROBLEMS:-1/1-8}" --replies wrap
+      ;;
+    profile)
+      step profile_triton 150 python3 tests/bench/profile_stages.py --problem 1/19 --repeat 2 --top 30
+      step profile_cuda 200 python3 tests/bench/profile_stages.py --problem 1/19 --candidate cuda:relu --repeat 1 \
+        --top 30
+      ;;
     report)
       mapfile -t runs < <(python3 -c "import sqlite3, sys
 print('\n'.join(r[0] for r in sqlite3.connect(sys.argv[1]).execute('select name from runs order by id')))" "$DB")
@@ -117,7 +141,7 @@ print('\n'.join(r[0] for r in sqlite3.connect(sys.argv[1]).execute('select name 
         --exclude-degenerate --plot "$OUT/plots"
       ;;
     *)
-      echo "unknown group $group: evaluator, latency, redteam, prelude-tests, strategies, checks, gpu-tests, baseline, sweep or report" >&2
+      echo "unknown group $group: evaluator, latency, redteam, prelude-tests, strategies, checks, gpu-tests, baseline, sweep, ray, profile or report" >&2
       exit 2
       ;;
   esac
