@@ -29,8 +29,9 @@ core a timing loop runs on. With too few CPUs to keep apart, or on the CPU devic
 
 Executors. The default (`run_job_in_phases`) runs each job in fresh, isolated child processes
 (`evaluator.runner`) and lets an evaluation take its slots in turn. A one-phase executor (`run_job=`:
-fakes in tests, Ray's tasks) holds a run slot for the whole of each job, as the first version of the
-pool did; the pool then has no build slots. A two-phase one (`run_phases=`) gets the job's `JobSlots`.
+fakes in tests) holds a run slot for the whole of each job, as the first version of the pool did; the
+pool then has no build slots. A two-phase one (`run_phases=`: Ray's, a build task then a GPU task)
+gets the job's `JobSlots`.
 
 Reuse. With `reuse_results=True` (what `solve` asks for) an "evaluate" job whose source, problem and
 settings equal those of an earlier job of the pool is not evaluated again: it gets a copy of that
@@ -126,8 +127,13 @@ def run_job_in_phases(job: EvalJob, slots: Slots) -> Any:
     if job.kind == "check_problem":
         with slots.run() as slot:
             return check_problem(job.problem, dataclasses.replace(job.settings, device=slot.device))
-    settings = dataclasses.replace(job.settings, repro_timing=True) if job.kind == "retime" else job.settings
-    return evaluate(job.problem, job.source, settings, slots)
+    return evaluate(job.problem, job.source, job_settings(job), slots)
+
+
+def job_settings(job: EvalJob) -> EvalSettings:
+    """The settings an "evaluate" or "retime" job is evaluated with: a re-timing has the reproducible
+    figure on (`evaluator.retime`)."""
+    return dataclasses.replace(job.settings, repro_timing=True) if job.kind == "retime" else job.settings
 
 
 @dataclass

@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from kb_agent.evaluator import zygote
 from kb_agent.evaluator.judge import Fate, judge
@@ -234,64 +235,163 @@ def evaluate(
         This function does not raise for anything the candidate does.
     """
     t_start, kills = time.perf_counter(), _KILLS[0]
-    warm_headers(settings)
-    workdir = new_workdir("kb-eval-")  # sweeps those a killed harness left (evaluator.workdir)
-    build_root = candidate_build_root(candidate_source) if settings.reuse_builds else workdir / "build"
-    build_root.mkdir(parents=True, exist_ok=True)
-    result = EvalResult(
-        status=Status.RUNTIME_ERROR,
-        problem={"level": problem.level, "problem_id": problem.problem_id, "name": problem.name},
-        device=settings.device,
-        precision=settings.precision,
-        backend=settings.backend,
-    )
-    job = candidate_job(problem, candidate_source, settings, workdir, build_root)
-    plan = build_plan(settings, candidate_source, build_root)
     pool, slots = slots is not None, slots or Unpooled(settings.device)
     waits: dict[str, float] = {}
-    dirs = [workdir]
+    ev = _Phases(problem, candidate_source, settings)
     try:
-        child = None
+        plan = build_plan(settings, candidate_source, ev.build_root)
         if plan is not None:
             with _taken(slots.build(), waits, "build_wait") as slot:
-                child = run_child({**job, "mode": "build", **plan["job"], "cores": _cores(slot)}, settings,
-                                  workdir, build_root, _absorber(result, "build"), result.stages)  # fmt: skip
-            _publish_bindings(settings, build_root)  # while the run child runs
-            if _build_ends_it(child):
-                _hardware_of_build(result, settings, plan["gpu"])
-            elif not _killed_since(kills):
-                child = None  # the run child's verdict counts
-        if child is None:
-            with _taken(slots.run(), waits, "run_wait") as slot:
-                settings = dataclasses.replace(settings, device=slot.device)
-                result.device = slot.device
-                if _killed_since(kills):  # an interrupt while this job waited for its slot
-                    _judged(result, settings, problem, None, Fate("died", "the evaluation was stopped (an "
-                            "interrupt killed the evaluation children) before its run child started"))  # fmt: skip
-                    return _finished(result, t_start, waits, pool, dirs)
-                run_dir = workdir if plan is None else new_workdir("kb-eval-")
-                dirs.append(run_dir)
-                stages: dict[str, float] = {}
-                child = run_child({**job, "settings": settings.to_dict(), "workdir": str(run_dir),
-                                   "cores": _cores(slot)}, settings, run_dir, build_root,
-                                  _absorber(result, "run"), stages if plan else result.stages)  # fmt: skip
-                result.stages.update({_RUN_STAGES.get(k, k): v for k, v in stages.items()})
-                _judged(result, settings, problem, child)
-                if settings.ncu and result.status == Status.CORRECT and settings.device != "cpu":
-                    # a pass of its own, never the timed run, still on the run slot's GPU
-                    from kb_agent.evaluator.ncu import profile_candidate
-
-                    result.ncu = profile_candidate(problem, candidate_source, settings, build_root)
-                    result.stages["ncu"] = result.ncu.seconds or 0.0
-        else:
-            _judged(result, settings, problem, child)
-        if plan is None:
-            _publish_bindings(settings, build_root)
+                if ev.build(plan, slot, kills):
+                    return ev.finished(t_start, waits, pool)
+        with _taken(slots.run(), waits, "run_wait") as slot:
+            ev.run(slot, kills, split=plan is not None)
     except BaseException:  # interrupted: run_child killed the child; leave no directory behind either
-        for d in dirs:
-            shutil.rmtree(d, ignore_errors=True)
+        ev.remove_dirs()
         raise
-    return _finished(result, t_start, waits, pool, dirs)
+    return ev.finished(t_start, waits, pool)
+
+
+@dataclasses.dataclass
+class BuildPhase:
+    """What the build phase of a split evaluation (`evaluate_build`) hands to its run phase
+    (`evaluate_run`), which may run in another process of the same machine: an executor that sends the
+    build to a CPU and the run to a GPU as separate tasks (`evaluator.ray_executor`). JSON-able
+    (`to_dict`, `from_dict`).
+
+    Attributes:
+        result: the `EvalResult` so far (the build child's stages and records); the evaluation's own when
+            `ended`.
+        ended: whether the build child's outcome is the evaluation's (a compile error, a limit, forged
+            lines, an interrupt); then nothing is left to run.
+        workdir: the build child's working directory, which the run phase removes (with `reuse_builds`
+            off the builds are in it); "" once removed.
+        seconds: the build phase's wall seconds, counted into the result's "total".
+    """
+
+    result: EvalResult
+    ended: bool
+    workdir: str
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "result": self.result.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> BuildPhase:
+        return cls(
+            EvalResult.from_dict(d["result"]), bool(d["ended"]), str(d["workdir"]), float(d["seconds"])
+        )
+
+
+def evaluate_build(problem: Problem, candidate_source: str, settings: EvalSettings) -> BuildPhase | None:
+    """The build phase of `evaluate` alone, in this process: the build child, on any CPU. None when the
+    evaluation is not split (`build_plan`: a Triton candidate, one built before, the CPU device unless
+    `split_build`): then `evaluate` does all of it. Hand the `BuildPhase` to `evaluate_run` on the same
+    machine (the builds are in its build folders). Raises nothing for anything the candidate does."""
+    t_start, kills = time.perf_counter(), _KILLS[0]
+    ev = _Phases(problem, candidate_source, settings)
+    try:
+        plan = build_plan(settings, candidate_source, ev.build_root)
+        if plan is None:
+            ev.remove_dirs()
+            return None
+        ended = ev.build(plan, Slot("cpu"), kills)
+    except BaseException:
+        ev.remove_dirs()
+        raise
+    if ended:
+        return BuildPhase(ev.finished(t_start, {}, False), True, "", time.perf_counter() - t_start)
+    return BuildPhase(ev.result, False, str(ev.workdir), time.perf_counter() - t_start)
+
+
+def evaluate_run(
+    problem: Problem, candidate_source: str, settings: EvalSettings, built: BuildPhase
+) -> EvalResult:
+    """The run phase of `evaluate` after `evaluate_build` (`built`, not ended) ran on this machine: the
+    run child on `settings.device`, which finds the candidate's builds cached. Returns the evaluation's
+    `EvalResult`, as `evaluate` would have; its "total" counts both phases. Raises nothing for anything
+    the candidate does."""
+    t_start = time.perf_counter() - built.seconds
+    ev = _Phases(problem, candidate_source, settings, built)
+    try:
+        if built.ended:
+            return built.result
+        ev.run(Slot(settings.device), _KILLS[0], split=True)
+    except BaseException:
+        ev.remove_dirs()
+        raise
+    return ev.finished(t_start, {}, False)
+
+
+class _Phases:
+    """One evaluation's state between its children: work directory, build folder, the result so far."""
+
+    def __init__(
+        self, problem: Problem, source: str, settings: EvalSettings, built: BuildPhase | None = None
+    ):
+        warm_headers(settings)
+        self.problem, self.source, self.settings = problem, source, settings
+        # sweeps those a killed harness left (evaluator.workdir)
+        self.workdir = Path(built.workdir) if built and built.workdir else new_workdir("kb-eval-")
+        self.build_root = candidate_build_root(source) if settings.reuse_builds else self.workdir / "build"
+        self.build_root.mkdir(parents=True, exist_ok=True)
+        self.result = built.result if built else EvalResult(
+            status=Status.RUNTIME_ERROR,
+            problem={"level": problem.level, "problem_id": problem.problem_id, "name": problem.name},
+            device=settings.device,
+            precision=settings.precision,
+            backend=settings.backend,
+        )  # fmt: skip
+        self.job = candidate_job(problem, source, settings, self.workdir, self.build_root)
+        self.dirs = [self.workdir]
+
+    def build(self, plan: dict, slot: Slot, kills: int) -> bool:
+        """The build child on `slot`; True when the evaluation ends with it (judged: the build's verdict,
+        or an interrupt since `kills`), False when the run child's verdict is to count."""
+        child = run_child({**self.job, "mode": "build", **plan["job"], "cores": _cores(slot)}, self.settings,
+                          self.workdir, self.build_root, _absorber(self.result, "build"), self.result.stages)  # fmt: skip
+        _publish_bindings(self.settings, self.build_root)  # while the run child runs
+        ends = _build_ends_it(child)
+        if ends:
+            _hardware_of_build(self.result, self.settings, plan["gpu"])
+        if ends or _killed_since(kills):
+            _judged(self.result, self.settings, self.problem, child)
+            return True
+        return False
+
+    def run(self, slot: Slot, kills: int, split: bool) -> None:
+        """The run child on `slot` (after a build child when `split`), and the verdict."""
+        result, settings = self.result, dataclasses.replace(self.settings, device=slot.device)
+        result.device = slot.device
+        if _killed_since(kills):  # an interrupt while this job waited for its slot
+            _judged(result, settings, self.problem, None, Fate("died", "the evaluation was stopped (an "
+                    "interrupt killed the evaluation children) before its run child started"))  # fmt: skip
+            return
+        run_dir = new_workdir("kb-eval-") if split else self.workdir
+        if split:
+            self.dirs.append(run_dir)
+        stages: dict[str, float] = {}
+        child = run_child({**self.job, "settings": settings.to_dict(), "workdir": str(run_dir),
+                           "cores": _cores(slot)}, settings, run_dir, self.build_root,
+                          _absorber(result, "run"), stages if split else result.stages)  # fmt: skip
+        result.stages.update({_RUN_STAGES.get(k, k): v for k, v in stages.items()})
+        _judged(result, settings, self.problem, child)
+        if settings.ncu and result.status == Status.CORRECT and settings.device != "cpu":
+            # a pass of its own, never the timed run, still on the run slot's GPU
+            from kb_agent.evaluator.ncu import profile_candidate
+
+            result.ncu = profile_candidate(self.problem, self.source, settings, self.build_root)
+            result.stages["ncu"] = result.ncu.seconds or 0.0
+        if not split:
+            _publish_bindings(settings, self.build_root)
+
+    def remove_dirs(self) -> None:
+        for d in self.dirs:
+            shutil.rmtree(d, ignore_errors=True)
+
+    def finished(self, t_start: float, waits: dict[str, float], pool: bool) -> EvalResult:
+        return _finished(self.result, t_start, waits, pool, self.dirs)
 
 
 # the run child's stages as a split evaluation's result names them (the build child's keep their names)

@@ -49,7 +49,7 @@ class FakeRef:
     """A task running `fn(*args)` on a thread; `cancel` makes `get` raise TaskCancelledError."""
 
     def __init__(self, fn, args, options):
-        self.options, self.done, self.cancelled = options, threading.Event(), False
+        self.options, self.args, self.done, self.cancelled = options, args, threading.Event(), False
         self.value: object = None
         self.error: BaseException | None = None
 
@@ -72,6 +72,7 @@ class FakeRemote:
 
     def remote(self, *args):
         ref = FakeRef(self.ray.behaviour.get(self.fn.__name__, self.fn), args, self.opts)
+        ref.name = self.fn.__name__
         self.ray.tasks.append(ref)
         return ref
 
@@ -171,6 +172,49 @@ def test_a_cuda_pool_has_one_slot_per_cluster_gpu_and_each_job_runs_on_the_gpu_r
     assert len(jobs) == 7 and all(t.options == {"max_calls": 1, "max_retries": 1, "num_cpus": 1, "num_gpus": 1.0}
                                   for t in jobs)  # fmt: skip
     assert sum(s.done for s in pool.slots()) == 7 and 0 <= pool.gpu_busy() <= 1
+
+
+def test_a_cuda_build_is_a_cpu_task_on_a_build_slot_and_its_run_a_gpu_task(fake_ray, monkeypatch):
+    # on one H100 node, every build holding the GPU's slot made a sweep 3x the local pool's wall time
+    from kb_agent.evaluator.runner import BuildPhase
+
+    ray = fake_ray({"CPU": 16.0, "GPU": 1.0})
+    calls: list = []
+
+    def evaluate_build(problem, source, settings):
+        calls.append(("build", source, settings.device, settings.repro_timing))
+        if "built before" in source:
+            return None
+        status = Status.COMPILE_ERROR if "typo" in source else Status.RUNTIME_ERROR
+        return BuildPhase(EvalResult(status=status, stages={"build": 9.0}), "typo" in source, "/w", 9.0)
+
+    def evaluate_run(problem, source, settings, built):
+        calls.append(("run", source, settings.device, settings.repro_timing))
+        return EvalResult(status=Status.CORRECT, stages={**built.result.stages, "run_load": 0.5})
+
+    monkeypatch.setattr("kb_agent.evaluator.runner.evaluate_build", evaluate_build)
+    monkeypatch.setattr("kb_agent.evaluator.runner.evaluate_run", evaluate_run)
+    _canned_job(monkeypatch, seen := [])
+    cuda = "from torch.utils.cpp_extension import load_inline  # "
+    with RayExecutor() as ex:
+        pool = ex.pool(EvalSettings(device="cuda"))
+        assert pool.size == 1 and pool.build_size == 7  # (16 CPUs - 1 GPU) // 2: every GPU task finds a CPU
+        ok = pool.evaluate(RELU, cuda + "new")
+        typo = pool.evaluate(RELU, cuda + "typo")
+        cached = pool.evaluate(RELU, cuda + "built before")
+        retimed = pool.retime(RELU, cuda + "new")
+        triton = pool.evaluate(RELU, "import triton")
+    assert ok.status == Status.CORRECT and ok.stages["build"] == 9.0 and ok.stages["run_load"] == 0.5
+    assert typo.status == Status.COMPILE_ERROR and cached.status == triton.status == Status.CORRECT
+    assert retimed.status == Status.CORRECT
+    assert calls == [("build", cuda + "new", "cuda:0", None), ("run", cuda + "new", "cuda:0", None),
+                     ("build", cuda + "typo", "cuda:0", None), ("build", cuda + "built before", "cuda:0", None),
+                     ("build", cuda + "new", "cuda:0", True), ("run", cuda + "new", "cuda:0", True)]  # fmt: skip
+    assert [j.source for j in seen] == [cuda + "built before", "import triton"]  # one task each
+    tasks = [(t.name, t.options["num_gpus"]) for t in ray.tasks if t.name != "_probe"]
+    assert tasks == [("_build_task", 0), ("_run_after_build_task", 1.0), ("_build_task", 0), ("_build_task", 0),
+                     ("_run_task", 1.0), ("_build_task", 0), ("_run_after_build_task", 1.0), ("_run_task", 1.0)]  # fmt: skip
+    assert sum(s.done for s in pool.slots() if s.kind == "build") == 4
 
 
 def test_a_cpu_pool_has_a_slot_per_cluster_cpu(fake_ray, monkeypatch):
@@ -320,6 +364,22 @@ def test_a_local_ray_instance_gives_the_local_pools_verdicts(local_ray):
         assert a.device == b.device == "cpu" and a.backend == b.backend
         assert a.correctness.passed == b.correctness.passed and a.compile.ok == b.compile.ok
     assert sum(s.done for s in pool.slots()) == 4
+
+
+@pytest.mark.slow  # a Ray instance and six split evaluations under the Triton interpreter
+def test_split_evaluations_on_a_local_ray_instance_build_in_one_task_and_run_in_another(local_ray):
+    settings = EvalSettings(device="cpu", backend="triton", split_build=True, timed_trials=10)
+    sources = [(CANDIDATES / name).read_text() for name in ("triton_relu.py", "syntax_error.py", "raises.py")]
+    pool = local_ray.pool(settings)
+    assert pool.build_size == 1
+    on_ray = [f.result(timeout=300) for f in [pool.submit(EvalJob(RELU, s, settings)) for s in sources]]
+    here = [EvalPool(settings, cpu_slots=2).evaluate(RELU, s) for s in sources]
+    assert [r.status for r in on_ray] == [r.status for r in here] == [Status.CORRECT, Status.COMPILE_ERROR,
+                                                                       Status.RUNTIME_ERROR]  # fmt: skip
+    assert [r.message for r in on_ray[1:]] == [r.message for r in here[1:]]
+    assert {"build", "run_load", "correctness", "timing"} <= set(on_ray[0].stages)  # one child each phase
+    assert "run_load" not in on_ray[1].stages  # the compile error ended it in the build task
+    assert sum(s.done for s in pool.slots() if s.kind == "build") == 3
 
 
 @pytest.mark.slow  # a Ray worker

@@ -10,6 +10,7 @@ the harness reads it (`hardware.gpu_arch`, from a fake nvidia-smi). On the GPU:
 """
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -19,7 +20,14 @@ from pathlib import Path
 import pytest
 from kb_agent.evaluator import EvalResult, EvalSettings, Status, hardware
 from kb_agent.evaluator.hardware import GpuArch
-from kb_agent.evaluator.runner import build_plan, evaluate, kill_live_children
+from kb_agent.evaluator.runner import (
+    BuildPhase,
+    build_plan,
+    evaluate,
+    evaluate_build,
+    evaluate_run,
+    kill_live_children,
+)
 from kb_agent.evaluator.slots import Slot
 from kb_agent.problems import resolve_one
 
@@ -88,6 +96,26 @@ def test_a_correct_triton_candidate_gets_the_one_child_verdict_through_both_chil
     assert two.stages["total"] == pytest.approx(sum(two.stages[k] for k in ("setup", "build", "run_setup",
                                                 "run_load", "correctness", "timing")), abs=1.0)  # fmt: skip
     assert not list(tmp_path.glob("kb-eval-*"))  # both work directories removed
+
+
+def test_the_two_phases_apart_give_evaluates_verdict_and_stages(tmp_path, monkeypatch):
+    # what an executor that sends the build and the run to two processes of one machine does (Ray's):
+    # evaluate_build, its BuildPhase through JSON, then evaluate_run
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    settings = EvalSettings(device="cpu", timed_trials=10, strict_timed_trials=5, split_build=True)
+    whole = evaluate(RELU, source("triton_relu"), settings)
+    built = evaluate_build(RELU, source("triton_relu"), settings)
+    assert built is not None and not built.ended and Path(built.workdir).is_dir()
+    again = BuildPhase.from_dict(json.loads(json.dumps(built.to_dict())))
+    two = evaluate_run(RELU, source("triton_relu"), settings, again)
+    assert two.status == whole.status == Status.CORRECT, two.message
+    assert checks(two) == checks(whole) and set(two.stages) == set(whole.stages)
+    assert [b["child"] for b in two.compile.builds] == [b["child"] for b in whole.compile.builds]
+    assert two.stages["total"] >= built.seconds
+    assert not list(tmp_path.glob("kb-eval-*"))  # both work directories removed
+    ended = evaluate_build(RELU, source("syntax_error"), settings)
+    assert ended.ended and ended.result.status == Status.COMPILE_ERROR and not ended.workdir
+    assert evaluate_build(RELU, source("triton_relu"), EvalSettings(device="cpu")) is None  # not split
 
 
 def test_a_runtime_error_is_the_run_childs_verdict():
