@@ -176,12 +176,14 @@ def _all_chunks(torch, w, same, s, mask=None) -> bool:
 
 def changed_mask(torch, t, before):
     """A boolean tensor on `t`'s device, True where `t` differs bitwise from its snapshot `before`
-    (on the device or in host memory), built chunk by chunk."""
-    w, b = bits(torch, t).reshape(-1), bits(torch, before).reshape(-1)
+    (on the device or in host memory), built chunk by chunk; shaped as `bits(t)` (a complex `t` has one
+    more dimension, of 2)."""
+    tb = bits(torch, t)  # a complex tensor's bits have a last dimension of 2 (real, imaginary)
+    w, b = tb.reshape(-1), bits(torch, before).reshape(-1)
     out = torch.empty(w.numel(), dtype=torch.bool, device=w.device)
     for c in _chunks(w.numel()):
         torch.ne(w[c], b[c].to(w.device), out=out[c])
-    return out.view(t.shape)
+    return out.view(tb.shape)
 
 
 def snapshot(torch, tensors: list) -> list:

@@ -201,6 +201,26 @@ def _answers(address: str, timeout_s: float) -> str | None:
         return e.strerror or type(e).__name__
 
 
+def _source_key(source: str) -> str:
+    return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@contextlib.contextmanager
+def _waited(slot: contextlib.AbstractContextManager, waits: dict[str, float], name: str) -> Iterator[None]:
+    """Enter `slot`, keeping the seconds it took in `waits[name]`."""
+    t0 = time.perf_counter()
+    with slot:
+        waits[name] = waits.get(name, 0.0) + time.perf_counter() - t0
+        yield
+
+
+def _with_waits(result: Any, waits: dict[str, float]) -> Any:
+    """An `EvalResult` with the pool's waits among its stages (a check's dict as it is)."""
+    if isinstance(result, EvalResult):
+        result.stages.update({k: round(waits.get(k, 0.0), 6) for k in ("build_wait", "run_wait")})
+    return result
+
+
 class RayExecutor:
     """A connection to Ray and the executor of jobs on it (see the module docstring).
 
@@ -241,6 +261,8 @@ class RayExecutor:
             remote(_run_after_build_task),
         )
         self._node_load: dict[str, int] = {}  # node id -> this executor's evaluations in flight there
+        self._built: set[str] = set()  # sources whose build task ran (`_source_key`)
+        self._kills = 0  # calls of kill_running, which an evaluation between its two tasks looks at
         self._probe = ray.remote(max_calls=1, max_retries=1)(_probe)
         if ray.is_initialized():  # the caller's own connection: used, left open
             return
@@ -345,24 +367,37 @@ class RayExecutor:
     def run_phases(self, job: EvalJob, slots: Slots, gpu_share: float = 1.0) -> Any:
         """Run `job` holding `slots` as the local pool does (the module docstring's "Two phases"): an
         evaluation the runner splits as a CPU build task on a build slot, then a GPU run task on the run
-        slot, on one node; any other job as one task (`run_job`) on the run slot. Raises as `run_job`."""
+        slot, on one node; any other job as one task (`run_job`) on the run slot. The result's stages
+        hold the seconds waited for each slot ("build_wait", "run_wait"), as a local pool's do.
+
+        Raises:
+            KeyboardInterrupt: `kill_running` was called while the job waited between its two tasks (no
+                run task starts), or as `run_job` says.
+            RayExecutorError: as `run_job` says.
+        """
+        waits: dict[str, float] = {}
         if not self._splits(job):
-            with slots.run():
-                return self.run_job(job, gpu_share)
+            with _waited(slots.run(), waits, "run_wait"):
+                return _with_waits(self.run_job(job, gpu_share), waits)
+        kills = self._kills
         node = self._pick_node()  # None: Ray's own placement (one node)
         try:
-            with slots.build():
+            with _waited(slots.build(), waits, "build_wait"):
                 out = self._call(self._build, job, task_options("build", job.settings.device), node)
+            with self._lock:
+                self._built.add(_source_key(job.source))
             if out["built"] is None:  # built before, on that node: the runner evaluates it in one child
-                with slots.run():
-                    return self.run_job(job, gpu_share)
+                with _waited(slots.run(), waits, "run_wait"):
+                    return _with_waits(self.run_job(job, gpu_share), waits)
             built = BuildPhase.from_dict(out["built"])
             if built.ended:
-                return built.result
-            with slots.run():
+                return _with_waits(built.result, waits)
+            with _waited(slots.run(), waits, "run_wait"):
+                if self._kills != kills:  # an interrupt while this job waited: as a local pool, no run child
+                    raise KeyboardInterrupt
                 options = task_options(job.kind, job.settings.device, gpu_share)
                 out = self._call(self._after_build, job, options, node, out["built"])
-            return EvalResult.from_dict(out["eval_result"])
+            return _with_waits(EvalResult.from_dict(out["eval_result"]), waits)
         finally:
             if node is not None:
                 with self._lock:
@@ -370,11 +405,16 @@ class RayExecutor:
 
     def _splits(self, job: EvalJob) -> bool:
         """Whether `job` is an evaluation the runner may split in a build and a run child
-        (`runner.build_plan`; the build task finds out whether it was built before)."""
+        (`runner.build_plan`; the build task finds out whether it was built before), worth a task of
+        its own: not a re-timing (of a winner, built when it was evaluated), nor a source this executor
+        built before, nor one whose builds are not kept (`reuse_builds` off: `runner.evaluate_build`)."""
         from kb_agent.evaluator.build import detect_backend
 
-        if job.kind not in ("evaluate", "retime"):
+        if job.kind != "evaluate" or not job.settings.reuse_builds:
             return False
+        with self._lock:
+            if _source_key(job.source) in self._built:
+                return False
         if job.settings.split_build is not None:
             return job.settings.split_build
         return job.settings.device.startswith("cuda") and detect_backend(job.source) == "cuda"
@@ -442,6 +482,7 @@ class RayExecutor:
         `FORCE_AFTER_S` ago); their waiting threads raise KeyboardInterrupt. Returns how many are in flight."""
         now = time.monotonic()
         with self._lock:
+            self._kills += 1
             live = list(self._live.items())
             for ref, since in live:
                 if since is None:

@@ -10,6 +10,7 @@ crash, `os._exit`, hang or CUDA fault in the child becomes a status; the parent 
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import hashlib
 import hmac
@@ -265,7 +266,8 @@ class BuildPhase:
         ended: whether the build child's outcome is the evaluation's (a compile error, a limit, forged
             lines, an interrupt); then nothing is left to run.
         workdir: the build child's working directory, which the run phase removes (with `reuse_builds`
-            off the builds are in it); "" once removed.
+            off the builds are in it); "" when it is gone already (`evaluate_build`'s, whose builds are in
+            the build cache).
         seconds: the build phase's wall seconds, counted into the result's "total".
     """
 
@@ -287,8 +289,11 @@ class BuildPhase:
 def evaluate_build(problem: Problem, candidate_source: str, settings: EvalSettings) -> BuildPhase | None:
     """The build phase of `evaluate` alone, in this process: the build child, on any CPU. None when the
     evaluation is not split (`build_plan`: a Triton candidate, one built before, the CPU device unless
-    `split_build`): then `evaluate` does all of it. Hand the `BuildPhase` to `evaluate_run` on the same
+    `split_build`) or keeps no builds (`reuse_builds` off: they would live in this process's work
+    directory, which any later evaluation sweeps once this process is gone): then `evaluate` does all of it. Hand the `BuildPhase` to `evaluate_run` on the same
     machine (the builds are in its build folders). Raises nothing for anything the candidate does."""
+    if not settings.reuse_builds:  # the builds would be in a work directory that dies with this process
+        return None
     t_start, kills = time.perf_counter(), _KILLS[0]
     ev = _Phases(problem, candidate_source, settings)
     try:
@@ -300,9 +305,10 @@ def evaluate_build(problem: Problem, candidate_source: str, settings: EvalSettin
     except BaseException:
         ev.remove_dirs()
         raise
+    ev.remove_dirs()  # the builds are in the build cache: nothing of the build child's directory is needed
     if ended:
         return BuildPhase(ev.finished(t_start, {}, False), True, "", time.perf_counter() - t_start)
-    return BuildPhase(ev.result, False, str(ev.workdir), time.perf_counter() - t_start)
+    return BuildPhase(ev.result, False, "", time.perf_counter() - t_start)
 
 
 def evaluate_run(
@@ -312,11 +318,13 @@ def evaluate_run(
     run child on `settings.device`, which finds the candidate's builds cached. Returns the evaluation's
     `EvalResult`, as `evaluate` would have; its "total" counts both phases. Raises nothing for anything
     the candidate does."""
+    if built.ended:
+        return copy.deepcopy(built.result)
     t_start = time.perf_counter() - built.seconds
-    ev = _Phases(problem, candidate_source, settings, built)
+    ev = _Phases(
+        problem, candidate_source, settings, dataclasses.replace(built, result=copy.deepcopy(built.result))
+    )
     try:
-        if built.ended:
-            return built.result
         ev.run(Slot(settings.device), _KILLS[0], split=True)
     except BaseException:
         ev.remove_dirs()
@@ -345,6 +353,8 @@ class _Phases:
         )  # fmt: skip
         self.job = candidate_job(problem, source, settings, self.workdir, self.build_root)
         self.dirs = [self.workdir]
+        # a run phase apart whose build child's directory is gone: this fresh one is the run child's
+        self.run_in_workdir = built is not None and not built.workdir
 
     def build(self, plan: dict, slot: Slot, kills: int) -> bool:
         """The build child on `slot`; True when the evaluation ends with it (judged: the build's verdict,
@@ -368,8 +378,8 @@ class _Phases:
             _judged(result, settings, self.problem, None, Fate("died", "the evaluation was stopped (an "
                     "interrupt killed the evaluation children) before its run child started"))  # fmt: skip
             return
-        run_dir = new_workdir("kb-eval-") if split else self.workdir
-        if split:
+        run_dir = new_workdir("kb-eval-") if split and not self.run_in_workdir else self.workdir
+        if run_dir not in self.dirs:
             self.dirs.append(run_dir)
         stages: dict[str, float] = {}
         child = run_child({**self.job, "settings": settings.to_dict(), "workdir": str(run_dir),

@@ -202,19 +202,49 @@ def test_a_cuda_build_is_a_cpu_task_on_a_build_slot_and_its_run_a_gpu_task(fake_
         ok = pool.evaluate(RELU, cuda + "new")
         typo = pool.evaluate(RELU, cuda + "typo")
         cached = pool.evaluate(RELU, cuda + "built before")
-        retimed = pool.retime(RELU, cuda + "new")
+        retimed = pool.retime(RELU, cuda + "new")  # a winner's re-timing: built when it was evaluated
+        again = pool.evaluate(RELU, cuda + "new")  # built by this executor before: one task
+        kept_nothing = pool.run(
+            EvalJob(RELU, cuda + "other", EvalSettings(device="cuda", reuse_builds=False))
+        )
         triton = pool.evaluate(RELU, "import triton")
     assert ok.status == Status.CORRECT and ok.stages["build"] == 9.0 and ok.stages["run_load"] == 0.5
-    assert typo.status == Status.COMPILE_ERROR and cached.status == triton.status == Status.CORRECT
-    assert retimed.status == Status.CORRECT
+    assert {"build_wait", "run_wait"} <= set(ok.stages) and "run_wait" in triton.stages  # as a local pool's
+    assert typo.status == Status.COMPILE_ERROR and "build_wait" in typo.stages
+    assert all(r.status == Status.CORRECT for r in (cached, retimed, again, kept_nothing, triton))
     assert calls == [("build", cuda + "new", "cuda:0", None), ("run", cuda + "new", "cuda:0", None),
-                     ("build", cuda + "typo", "cuda:0", None), ("build", cuda + "built before", "cuda:0", None),
-                     ("build", cuda + "new", "cuda:0", True), ("run", cuda + "new", "cuda:0", True)]  # fmt: skip
-    assert [j.source for j in seen] == [cuda + "built before", "import triton"]  # one task each
+                     ("build", cuda + "typo", "cuda:0", None), ("build", cuda + "built before", "cuda:0", None)]  # fmt: skip
+    assert [(j.source, j.kind) for j in seen] == [(cuda + "built before", "evaluate"), (cuda + "new", "retime"),
+                                                  (cuda + "new", "evaluate"), (cuda + "other", "evaluate"),
+                                                  ("import triton", "evaluate")]  # one task each  # fmt: skip
     tasks = [(t.name, t.options["num_gpus"]) for t in ray.tasks if t.name != "_probe"]
     assert tasks == [("_build_task", 0), ("_run_after_build_task", 1.0), ("_build_task", 0), ("_build_task", 0),
-                     ("_run_task", 1.0), ("_build_task", 0), ("_run_after_build_task", 1.0), ("_run_task", 1.0)]  # fmt: skip
-    assert sum(s.done for s in pool.slots() if s.kind == "build") == 4
+                     *[("_run_task", 1.0)] * 5]  # fmt: skip
+    assert sum(s.done for s in pool.slots() if s.kind == "build") == 3
+
+
+def test_an_interrupt_between_the_build_task_and_the_run_task_starts_no_run_task(fake_ray, monkeypatch):
+    # as the local pool: "an evaluation between its build and run children then starts no run child"
+    from kb_agent.evaluator.runner import BuildPhase
+
+    ray = fake_ray({"CPU": 4.0, "GPU": 1.0})
+    release, built = threading.Event(), threading.Event()
+    monkeypatch.setattr("kb_agent.evaluator.runner.evaluate_build",
+                        lambda *a: built.set() or BuildPhase(EvalResult(status=Status.RUNTIME_ERROR), False, "", 1.0))  # fmt: skip
+    monkeypatch.setattr("kb_agent.evaluator.pool.run_job", lambda job: release.wait(10))
+    cuda = "load_inline  # "
+    with RayExecutor() as ex:
+        pool = ex.pool(EvalSettings(device="cuda"))
+        holding = pool.submit(EvalJob(RELU, "import triton", pool.settings))  # holds the one GPU's run slot
+        waiting = pool.submit(EvalJob(RELU, cuda + "built, waits for the GPU", pool.settings))
+        assert built.wait(5)
+        time.sleep(0.2)
+        assert pool.kill_running() == 1  # the run task of the first
+        release.set()
+        for f in (holding, waiting):
+            with pytest.raises(KeyboardInterrupt):
+                f.result(timeout=5)
+    assert [t.name for t in ray.tasks if t.name != "_probe"] == ["_run_task", "_build_task"]
 
 
 def test_a_cpu_pool_has_a_slot_per_cluster_cpu(fake_ray, monkeypatch):

@@ -10,6 +10,7 @@ the harness reads it (`hardware.gpu_arch`, from a fake nvidia-smi). On the GPU:
 """
 
 import contextlib
+import dataclasses
 import json
 import os
 import subprocess
@@ -105,7 +106,8 @@ def test_the_two_phases_apart_give_evaluates_verdict_and_stages(tmp_path, monkey
     settings = EvalSettings(device="cpu", timed_trials=10, strict_timed_trials=5, split_build=True)
     whole = evaluate(RELU, source("triton_relu"), settings)
     built = evaluate_build(RELU, source("triton_relu"), settings)
-    assert built is not None and not built.ended and Path(built.workdir).is_dir()
+    assert built is not None and not built.ended and not built.workdir  # its builds are in the cache
+    assert not list(tmp_path.glob("kb-eval-*"))  # nothing left should the run phase never come
     again = BuildPhase.from_dict(json.loads(json.dumps(built.to_dict())))
     two = evaluate_run(RELU, source("triton_relu"), settings, again)
     assert two.status == whole.status == Status.CORRECT, two.message
@@ -116,6 +118,17 @@ def test_the_two_phases_apart_give_evaluates_verdict_and_stages(tmp_path, monkey
     ended = evaluate_build(RELU, source("syntax_error"), settings)
     assert ended.ended and ended.result.status == Status.COMPILE_ERROR and not ended.workdir
     assert evaluate_build(RELU, source("triton_relu"), EvalSettings(device="cpu")) is None  # not split
+    # builds in a work directory that dies with the build's process: never split apart (found by a new user)
+    assert (
+        evaluate_build(RELU, source("triton_relu"), dataclasses.replace(settings, reuse_builds=False)) is None
+    )
+    # the run phase of an ended build gives its result, a copy, and leaves no directory
+    first = evaluate_run(RELU, source("syntax_error"), settings, ended)
+    assert first.status == Status.COMPILE_ERROR and first is not ended.result
+    assert not list(tmp_path.glob("kb-eval-*"))
+    # and twice on one BuildPhase: two results, the first untouched by the second
+    second = evaluate_run(RELU, source("triton_relu"), settings, BuildPhase.from_dict(built.to_dict()))
+    assert second is not two and two.stages["total"] != second.stages["total"]
 
 
 def test_a_runtime_error_is_the_run_childs_verdict():

@@ -244,6 +244,11 @@ def test_the_chunked_comparisons_give_the_whole_tensors_answer(monkeypatch):
     assert kp.copied_from(torch, y, mask, [x])  # the one differing element is outside the mask
     assert torch.equal(kp.changed_mask(torch, y, x), torch.arange(50) == 48)
     assert not kp.changed_mask(torch, x.view(5, 10), x.clone().view(5, 10)).any()
+    z = torch.complex(x, torch.zeros(50)).view(5, 10)  # found by a new user: a complex argument raised
+    w = z.clone()
+    w[2, 3] = 7 + 1j
+    assert kp.changed_mask(torch, w, z).shape == (5, 10, 2) and kp.changed_mask(torch, w, z).sum() == 2
+    assert kp.copied_from(torch, w, None, [w.clone()]) and not kp.copied_from(torch, w, None, [z])
     test_observe_tells_a_computing_launch_from_a_copy_and_a_touch()
     test_a_chunked_copy_is_still_a_copy()
     test_an_honest_relu_into_a_zeroed_buffer_is_no_copy()
