@@ -17,8 +17,11 @@ an extension: `runner.build_plan`) is two tasks: its build child in a CPU task (
 holding one of the pool's build slots, then, unless the build ended it (a compile error), its run child
 in a GPU task (`runner.evaluate_run`) on the same node, which finds the build's products in that node's
 build cache; so the GPU waits for no compiler. On a cluster of several nodes both tasks are pinned to
-one node with a GPU (the one with the fewest of this pool's evaluations in flight). Any other job (a
-Triton candidate, a re-timing of one, a problem check) is one task holding its run slot throughout.
+one node with a GPU (the one with the fewest of this pool's evaluations in flight). Any other job is
+one task holding its run slot throughout: a Triton candidate, a problem check, a re-timing (of a winner,
+built when it was evaluated), a source this executor built before, and any evaluation whose builds are
+not kept (`reuse_builds` off: they would live in the build worker's work directory). An interrupt
+(`kill_running`) while an evaluation waits between its two tasks starts no run task.
 (In one phase, every build holding the GPU's slot, a sweep of 6 level-1 problems x 3 turns of CUDA
 replies at --jobs 8 took 243 s on one H100 node against 80 s for the local pool.)
 
