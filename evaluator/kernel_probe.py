@@ -146,7 +146,7 @@ def copied_from(torch, written, mask, sources) -> bool:
         sv = bits(torch, s).reshape(-1)
         if sv.dtype != w.dtype:
             continue
-        if _all_chunks(torch, w, lambda a, b: a == b, sv, m):
+        if _equal_in_chunks(torch, w, sv, m):
             return True
     return False
 
@@ -162,12 +162,12 @@ def _chunks(n: int):
         yield slice(i, min(n, i + CHUNK_ELEMENTS))
 
 
-def _all_chunks(torch, w, same, s, mask=None) -> bool:
-    """Whether `same(w_chunk, s_chunk)` holds for every element (where `mask` is set) of the flat `w`
-    and `s`, `s` brought chunk by chunk to `w`'s device; one host sync at the end."""
+def _equal_in_chunks(torch, w, s, mask=None) -> bool:
+    """Whether the flat `w` and `s` are equal wherever `mask` is set (everywhere, when None), `s`
+    brought chunk by chunk to `w`'s device; one host sync at the end."""
     ok = torch.ones((), dtype=torch.bool, device=w.device)
     for c in _chunks(w.numel()):
-        eq = same(w[c], s[c].to(w.device, non_blocking=False))
+        eq = w[c] == s[c].to(w.device)
         if mask is not None:
             eq = eq | ~mask[c]
         ok &= eq.all()

@@ -67,7 +67,7 @@ from kb_agent.evaluator.pool import EvalJob, EvalPool, cpu_cores, visible_gpus
 from kb_agent.evaluator.result import EvalResult
 from kb_agent.evaluator.runner import BuildPhase
 from kb_agent.evaluator.settings import EvalSettings
-from kb_agent.evaluator.slots import Slots
+from kb_agent.evaluator.slots import Slots, taken
 from kb_agent.problems import Problem
 from kb_agent.problems.errors import KBAgentError
 
@@ -153,7 +153,7 @@ def _build_task(payload: dict[str, Any]) -> dict[str, Any]:
 def _run_after_build_task(payload: dict[str, Any], built: dict[str, Any]) -> dict[str, Any]:
     """The run phase of an evaluation job whose build phase ran on this node (`runner.evaluate_run`)."""
     from kb_agent.evaluator.pool import job_settings
-    from kb_agent.evaluator.runner import BuildPhase, evaluate_run
+    from kb_agent.evaluator.runner import evaluate_run
 
     job = _job_of(payload)
     out = evaluate_run(job.problem, job.source, job_settings(job), BuildPhase.from_dict(built))
@@ -206,15 +206,6 @@ def _answers(address: str, timeout_s: float) -> str | None:
 
 def _source_key(source: str) -> str:
     return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-@contextlib.contextmanager
-def _waited(slot: contextlib.AbstractContextManager, waits: dict[str, float], name: str) -> Iterator[None]:
-    """Enter `slot`, keeping the seconds it took in `waits[name]`."""
-    t0 = time.perf_counter()
-    with slot:
-        waits[name] = waits.get(name, 0.0) + time.perf_counter() - t0
-        yield
 
 
 def _with_waits(result: Any, waits: dict[str, float]) -> Any:
@@ -380,22 +371,22 @@ class RayExecutor:
         """
         waits: dict[str, float] = {}
         if not self._splits(job):
-            with _waited(slots.run(), waits, "run_wait"):
+            with taken(slots.run(), waits, "run_wait"):
                 return _with_waits(self.run_job(job, gpu_share), waits)
         kills = self._kills
         node = self._pick_node()  # None: Ray's own placement (one node)
         try:
-            with _waited(slots.build(), waits, "build_wait"):
+            with taken(slots.build(), waits, "build_wait"):
                 out = self._call(self._build, job, task_options("build", job.settings.device), node)
             with self._lock:
                 self._built.add(_source_key(job.source))
             if out["built"] is None:  # built before, on that node: the runner evaluates it in one child
-                with _waited(slots.run(), waits, "run_wait"):
+                with taken(slots.run(), waits, "run_wait"):
                     return _with_waits(self.run_job(job, gpu_share), waits)
             built = BuildPhase.from_dict(out["built"])
             if built.ended:
                 return _with_waits(built.result, waits)
-            with _waited(slots.run(), waits, "run_wait"):
+            with taken(slots.run(), waits, "run_wait"):
                 if self._kills != kills:  # an interrupt while this job waited: as a local pool, no run child
                     raise KeyboardInterrupt
                 options = task_options(job.kind, job.settings.device, gpu_share)

@@ -44,7 +44,7 @@ from kb_agent.evaluator.result import (
     _build,
 )
 from kb_agent.evaluator.settings import EvalSettings, StageLimits
-from kb_agent.evaluator.slots import Slot, Slots, Unpooled
+from kb_agent.evaluator.slots import Slot, Slots, Unpooled, taken
 from kb_agent.evaluator.thresholds import HOST_MEMORY_FRACTION
 from kb_agent.evaluator.workdir import new_workdir
 from kb_agent.problems import Problem
@@ -242,10 +242,10 @@ def evaluate(
     try:
         plan = build_plan(settings, candidate_source, ev.build_root)
         if plan is not None:
-            with _taken(slots.build(), waits, "build_wait") as slot:
+            with taken(slots.build(), waits, "build_wait") as slot:
                 if ev.build(plan, slot, kills):
                     return ev.finished(t_start, waits, pool)
-        with _taken(slots.run(), waits, "run_wait") as slot:
+        with taken(slots.run(), waits, "run_wait") as slot:
             ev.run(slot, kills, split=plan is not None)
     except BaseException:  # interrupted: run_child killed the child; leave no directory behind either
         ev.remove_dirs()
@@ -459,15 +459,6 @@ def _hardware_of_build(result: EvalResult, settings: EvalSettings, gpu) -> None:
 
 def _cores(slot: Slot) -> list[int] | None:
     return list(slot.cores) if slot.cores else None
-
-
-@contextlib.contextmanager
-def _taken(slot: contextlib.AbstractContextManager[Slot], waits: dict[str, float], name: str):
-    """Enter `slot`, adding the seconds it took (waiting for it) to `waits[name]`."""
-    t0 = time.perf_counter()
-    with slot as held:
-        waits[name] = waits.get(name, 0.0) + time.perf_counter() - t0
-        yield held
 
 
 def _judged(

@@ -14,6 +14,7 @@ the pool divides the process's CPUs between the GPUs' run slots and the builds (
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager as ContextManager
 from dataclasses import dataclass
@@ -43,6 +44,16 @@ class Slots(Protocol):
     def build(self) -> ContextManager[Slot]: ...
 
     def run(self) -> ContextManager[Slot]: ...
+
+
+@contextlib.contextmanager
+def taken(slot: ContextManager[Slot], waits: dict[str, float], name: str) -> Iterator[Slot]:
+    """Enter `slot`, adding the seconds it took (waiting for it) to `waits[name]` ("build_wait",
+    "run_wait": what an evaluation's result records of a pool's slots)."""
+    t0 = time.perf_counter()
+    with slot as held:
+        waits[name] = waits.get(name, 0.0) + time.perf_counter() - t0
+        yield held
 
 
 class Unpooled:
