@@ -132,6 +132,7 @@ class Evaluation:
         self.strict = self.settings.strict
         self.checks = Checks()
         self.strict_info: dict[str, Any] = {"sandbox": job["sandbox"]} if job.get("sandbox") else {}
+        self.stage_peaks: dict[str, int] = {}  # device memory peak of each stage, bytes (`stage_peak`)
         self.guard = None
         self.monitor = None
         self.threads_before: set = set()
@@ -196,10 +197,13 @@ class Evaluation:
         send, strict_facts = self.chan.send, self.strict_facts
         try:
             build.run(self)
+            self.stage_peak("build")
             correctness.run(self)
+            self.stage_peak("correctness")
             if self.strict:
                 strict_trials.run(self)
             timing.run(self)
+            self.stage_peak("timing")
             status, message = Status.CORRECT, "correct"
         except Verdict as v:
             status, message = v.status, v.message
@@ -232,6 +236,7 @@ class Evaluation:
             # the most device memory the child's tensors held at once (torch's caching allocator), the
             # candidate's and the evaluator's together: what a GPU with less memory would run out of
             "peak_device_bytes": self.peak_device_bytes(),
+            "peak_device_bytes_by_stage": self.stage_peaks,
             "checks": checks.checks,
             # a blocked attempt, whatever followed: the failure it met was of its own making
             "broke_rule": bool(self.monitor is not None and self.monitor.events),
@@ -239,14 +244,28 @@ class Evaluation:
         }
 
     def peak_device_bytes(self) -> int | None:
-        """`torch.cuda.max_memory_allocated` of the evaluation's device, in bytes; None off CUDA."""
+        """The most device memory the child's tensors held at once, in bytes (the largest of the stages'
+        peaks and `torch.cuda.max_memory_allocated` since the last stage); None off CUDA."""
         cuda = self.torch.cuda
         if self.device.type != "cuda" or not cuda.is_initialized():
             return None
         try:
-            return int(cuda.max_memory_allocated(self.device))
+            now = int(cuda.max_memory_allocated(self.device))
         except Exception:  # noqa: BLE001 - a fact for the record, never a verdict
             return None
+        return max([now, *self.stage_peaks.values()])
+
+    def stage_peak(self, stage: str) -> None:
+        """Record the device memory peak (bytes) of the stage that just ended in `stage_peaks`, and
+        start the next stage's count (`torch.cuda.reset_peak_memory_stats`). Nothing off CUDA."""
+        cuda = self.torch.cuda
+        if self.device.type != "cuda" or not cuda.is_initialized():
+            return
+        try:
+            self.stage_peaks[stage] = int(cuda.max_memory_allocated(self.device))
+            cuda.reset_peak_memory_stats(self.device)
+        except Exception:  # noqa: BLE001 - a fact for the record, never a verdict
+            pass
 
     def runtime_verdict(self, e: BaseException, doing: str) -> Verdict:
         if is_triton_compile_error(e):

@@ -302,7 +302,7 @@ def alternative_inputs(inputs: list, torch_mod, precision: str = "fp32") -> Iter
     def remap(f):
         return [f(x) if isinstance(x, torch_mod.Tensor) and x.is_floating_point() else x for x in inputs]
 
-    yield "signed", remap(lambda x: x * 2 - x.mean() if x.numel() > 1 else -x)
+    yield "signed", remap(lambda x: (x * 2).sub_(x.mean()) if x.numel() > 1 else -x)  # no temporary copy
     yield "larger", remap(lambda x: x * 8)
     if precision == "fp32":
         yield "huge", remap(lambda x: x * 100)

@@ -16,8 +16,8 @@ def run(ev) -> None:
     ev.chan.send("stage", name="timing")
     t0 = time.perf_counter()
     set_seed(st.seed)
-    inputs = ev.draw_inputs()
-    ref_in, new_in = ev.clone(inputs), ev.clone(inputs)
+    ref_in = ev.draw_inputs()  # the reference's; the candidate gets a copy of its own
+    new_in = ev.clone(ref_in)
     info = TimingInfo(settings={"warmup": st.warmup, "discard": st.discard, "trials": st.timed_trials,
                                 "flush_l2": st.flush_l2})  # fmt: skip
     graphs: dict = {}  # each model's CUDA graph, captured once for the device and reproducible figures
@@ -57,6 +57,7 @@ def run(ev) -> None:
                               device=ev.device, flusher=flusher if ev.device.type == "cuda" else None,
                               atol=ev.atol, rtol=ev.rtol, graphs=graphs)  # fmt: skip
         graphs.clear()  # their memory pools, before strict timing draws fresh inputs
+        del ref_in  # nor the reference's inputs: strict timing times the candidate on its own (new_in)
         if ev.strict:
             strict_timing(ev, info, new_in, flusher if ev.device.type == "cuda" else None)
     except BaseException as e:  # noqa: BLE001
@@ -108,15 +109,14 @@ def record_library_share(ev, prof, custom_by: str) -> None:
                          "kernel of their own: every kernel of the forward ran inside a PyTorch/library op")  # fmt: skip
 
 
-def strict_timing(ev, info, new_in: list, flusher) -> None:
-    """Fresh input values per timed call; the device work the timed stream did not wait for, and outputs
-    not ready on the current stream when the call returned; the last output checked against the reference
-    on the same inputs."""
+def strict_timing(ev, info, inputs: list, flusher) -> None:
+    """Fresh input values per timed call (`inputs`, the candidate's, are changed in place); the device work
+    the timed stream did not wait for, and outputs not ready on the current stream when the call returned;
+    the last output checked against the reference on the same inputs."""
     from kb_agent.evaluator import timing
     from kb_agent.evaluator.compare import compare_outputs
     from kb_agent.evaluator.thresholds import REPLAY_FLOOR
 
-    inputs = ev.clone(new_in)
     t = timing.time_strict(ev.new_model, inputs, trials=ev.settings.strict_timed_trials, flusher=flusher,
                            device=ev.device)  # fmt: skip
     fresh, wall, after = timing.stats(t.events_ms), timing.stats(t.host_ms), timing.stats(t.after_stream_ms)

@@ -40,17 +40,83 @@ def get_init_inputs():
 """
 
 
-def test_a_strict_evaluation_holds_a_few_copies_of_the_inputs_at_most(tmp_path):
-    problem = tmp_path / "relu_1gib.py"
-    problem.write_text(RELU_PROBLEM)
-    r = evaluate(resolve_one(str(problem)), (CANDIDATES / "triton_relu.py").read_text(), EvalSettings())
+# KernelBench's largest level-1 inputs are of this shape: 1/45's 16 GiB, 1/47-53's 8 GiB, reduced to a few
+# numbers (what is left of the device's memory beside one input is the evaluator's room)
+MEAN_PROBLEM = f"""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return x.mean(dim=1)
+
+
+def get_inputs():
+    return [torch.randn(4096, {ELEMENTS // 4096})]
+
+
+def get_init_inputs():
+    return []
+"""
+
+TRITON_ROW_MEAN = """
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def row_mean_kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        acc += tl.load(x_ptr + row * n_cols + offs, mask=offs < n_cols, other=0.0)
+    tl.store(y_ptr + row, tl.sum(acc, axis=0) / n_cols)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        x = x.contiguous()
+        y = torch.empty(x.shape[0], device=x.device, dtype=x.dtype)
+        row_mean_kernel[(x.shape[0],)](x, y, x.shape[1], BLOCK=1024)
+        return y
+"""
+
+
+def _peak_copies(tmp_path, name: str, problem: str, candidate: str) -> float:
+    path = tmp_path / f"{name}.py"
+    path.write_text(problem)
+    r = evaluate(resolve_one(str(path)), candidate, EvalSettings())
     assert r.status == Status.CORRECT, r.message
-    peak = r.strict["peak_device_bytes"]
+    peak, by_stage = r.strict["peak_device_bytes"], r.strict["peak_device_bytes_by_stage"]
+    assert peak == max(by_stage.values())
+    assert {"correctness", "strict_trials", "kernel_probe", "timing"} <= set(by_stage)
+    stages = ", ".join(f"{stage} {b / (ELEMENTS * 4):.1f}" for stage, b in by_stage.items())
     copies = peak / (ELEMENTS * 4)
-    print(f"\npeak device memory of a strict evaluation: {peak / 2**30:.2f} GiB, {copies:.1f} x the input")
-    # inputs, their clones for reference and candidate, both outputs, the probe's snapshots and masks, the
-    # timing's captured graphs: 8.0 on an H100 (2026-12-06); before the fix the probe alone met twelve
+    print(f"\n{name}: peak device memory {peak / 2**30:.2f} GiB, {copies:.1f} x the input ({stages})")
+    return copies
+
+
+def test_a_strict_evaluation_holds_a_few_copies_of_the_inputs_at_most(tmp_path):
+    copies = _peak_copies(tmp_path, "relu_1gib", RELU_PROBLEM, (CANDIDATES / "triton_relu.py").read_text())
+    # output as large as the input: inputs and outputs of the trial, the probe's snapshots, the timing's
+    # captured graphs. 8.0 on an H100 (2026-12-06); before the fix the probe alone met twelve
     assert copies <= 8.5
+
+
+def test_an_input_much_larger_than_its_output_is_held_three_times_at_most(tmp_path):
+    # KernelBench's own evaluation holds one input; a strict trial holds the drawn inputs, a set off the
+    # distribution drawn from them, and the reference's copy of one of them
+    assert _peak_copies(tmp_path, "mean_1gib", MEAN_PROBLEM, TRITON_ROW_MEAN) <= 3.2
 
 
 def test_snapshots_in_host_memory_tell_the_same_launches_apart(monkeypatch):
