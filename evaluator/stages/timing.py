@@ -16,8 +16,8 @@ def run(ev) -> None:
     ev.chan.send("stage", name="timing")
     t0 = time.perf_counter()
     set_seed(st.seed)
-    ref_in = ev.draw_inputs()  # the reference's; the candidate gets a copy of its own
-    new_in = ev.clone(ref_in)
+    new_in = ev.draw_inputs()  # the candidate's; the reference gets a copy, as in every stage
+    ref_in = ev.clone(new_in)
     info = TimingInfo(settings={"warmup": st.warmup, "discard": st.discard, "trials": st.timed_trials,
                                 "flush_l2": st.flush_l2})  # fmt: skip
     graphs: dict = {}  # each model's CUDA graph, captured once for the device and reproducible figures
