@@ -50,6 +50,8 @@ Prints one JSON line per case:
      "failed": [...], "skipped": [...], "child_start": {method: count}, "build_paths": {path: count},
      "cuda_includes": {include: count}, "publish_wait_s": …, "nvcc_s": …, "main_cpp_pch": …}
 
+Every line also says `"strict"`: whether strict mode's checks ran (the default; `--no-strict` times
+KernelBench's checks alone, so that what strict mode adds to each case can be read apart).
 `median_s` is the median over kernels of the wall seconds of one evaluation (of the whole `python -c`
 process for stock_load_inline); `stages` the medians of `EvalResult.stages` (setup: the child's start
 and imports; build: importing the candidate, extension builds included; correctness; timing; total),
@@ -131,6 +133,7 @@ CPU_GOAL_RATIO = 1.2
 # the issue's figures of today (s), the estimate of an item before its case has one of its own
 PRIOR_S = {"stock_load_inline": 60.0, "first_build_cuda": 45.0, "refine_same_decls": 45.0,
            "identical_again": 15.0, "identical_in_solve": 1.0, "triton": 15.0}  # fmt: skip
+STRICT = True  # strict mode's checks beside KernelBench's (--no-strict: KernelBench's alone)
 SMALL = {"batch_size": 16, "dim": 1024}  # elements of a shrunk problem (the toy problems' size)
 
 CUDA_TEMPLATE = '''import torch
@@ -274,7 +277,7 @@ def record(case: str, name: str, kernel: Kernel, r: EvalResult, wall_s: float) -
 
 def timed_evaluate(case: str, name: str, kernel: Kernel, problem: Problem, source: str, backend: str,
                    device: str, pool: EvalPool | None = None) -> dict:  # fmt: skip
-    settings = EvalSettings(backend=backend, device=device)
+    settings = EvalSettings(backend=backend, device=device, strict=STRICT)
     t0 = time.perf_counter()
     r = pool.run(EvalJob(problem, source, settings)) if pool else evaluate(problem, source, settings)
     rec = record(case, name, kernel, r, time.perf_counter() - t0)
@@ -359,7 +362,8 @@ def gpu_cases(names: list[str], cases: list[str], budget: Budget, small: bool, d
     def direct(job: EvalJob) -> EvalResult:  # `evaluate` as the direct cases call it (their device too)
         return evaluate(job.problem, job.source, dataclasses.replace(job.settings, device=device))
 
-    pool = EvalPool(EvalSettings(device=device), reuse_results=True, run_job=direct)  # a solve's reuse
+    settings = EvalSettings(device=device, strict=STRICT)
+    pool = EvalPool(settings, reuse_results=True, run_job=direct)  # a solve's reuse
     for name in names:
         kernel = KERNELS[name]
         problem = shrunk(resolve_one(kernel.problem)) if small else resolve_one(kernel.problem)
@@ -455,7 +459,11 @@ def main() -> None:
     ap.add_argument("--small", action="store_true", help="shrink the GPU problems too (16 x 1024 elements)")
     ap.add_argument("--no-warmup", action="store_true", help="no untimed evaluation before the first case")
     ap.add_argument("--json", help="also write every evaluation's record here")
+    ap.add_argument("--no-strict", action="store_true",
+                    help="KernelBench's checks only (EvalSettings(strict=False)): what strict mode costs, apart")  # fmt: skip
     args = ap.parse_args()
+    global STRICT
+    STRICT = not args.no_strict
     budget, t_start = Budget(args.budget_s), time.perf_counter()
     names = [n.strip() for n in args.kernels.split(",") if n.strip()]
     unknown = [n for n in names if n not in KERNELS]
@@ -488,7 +496,7 @@ def main() -> None:
             line["first_s"] = recs[0]["wall_s"] if recs else None
             lines.append(line)
     for line in lines:
-        print(json.dumps(line), flush=True)
+        print(json.dumps({**line, "strict": STRICT}), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({
             "args": vars(args), "warmup": warm, "cases": lines, "records": records, **extra,
