@@ -109,14 +109,19 @@ def _peak_copies(tmp_path, name: str, problem: str, candidate: str) -> float:
 def test_a_strict_evaluation_holds_a_few_copies_of_the_inputs_at_most(tmp_path):
     copies = _peak_copies(tmp_path, "relu_1gib", RELU_PROBLEM, (CANDIDATES / "triton_relu.py").read_text())
     # output as large as the input: inputs and outputs of the trial, the probe's snapshots, the timing's
-    # captured graphs. 8.0 on an H100 (2026-12-06); before the fix the probe alone met twelve
-    assert copies <= 8.5
+    # captured graphs. 7.0 on an H100 (2026-12-06; 8.0 before the timing stage and the strict trials let
+    # go of their extra copies); before the probe's fix the probe alone met twelve
+    assert copies <= 7.5
 
 
 def test_an_input_much_larger_than_its_output_is_held_three_times_at_most(tmp_path):
     # KernelBench's own evaluation holds one input; a strict trial holds the drawn inputs, a set off the
-    # distribution drawn from them, and the reference's copy of one of them
-    assert _peak_copies(tmp_path, "mean_1gib", MEAN_PROBLEM, TRITON_ROW_MEAN) <= 3.2
+    # distribution drawn from them, and the reference's copy of one of them. Beside them, room of a fixed
+    # size whatever the input's: the probe's comparisons work a chunk at a time (a chunk of
+    # CHUNK_ELEMENTS float32 and its temporaries). 3.35 on an H100 (2026-12-06): correctness 3.0, strict
+    # trials 3.3, probe 3.35, timing 2.1
+    room = 2 * kp.CHUNK_ELEMENTS * 4 / (ELEMENTS * 4)
+    assert _peak_copies(tmp_path, "mean_1gib", MEAN_PROBLEM, TRITON_ROW_MEAN) <= 3 + room
 
 
 def test_snapshots_in_host_memory_tell_the_same_launches_apart(monkeypatch):
