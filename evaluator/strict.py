@@ -9,8 +9,9 @@ The checks, by the kind of hack they close (each closes the class, not one examp
 
 * stale or reused memory: the candidate runs before the reference in every trial, and the allocator's
   free blocks are poisoned with NaN first (`poison_free_memory`);
-* input-dependent results: inputs must be unchanged by the candidate; extra trials on inputs outside
-  the declared distribution (signed, x8, and x100 in fp32) wherever the reference stays finite on them;
+* input-dependent results: inputs must be unchanged by the candidate, unless the reference changes
+  them too and the candidate leaves what the reference leaves (`in_place_mismatches`), also on the
+  tensors timing calls it with; extra trials on inputs outside the declared distribution (signed, x8, and x100 in fp32) wherever the reference stays finite on them;
 * tolerance holes: exact dtype, a plain `torch.Tensor`, and an error relative to the output's own scale
   (`relative_error`), so a zero or constant output of a non-constant reference fails;
 * tampering: everything the evaluator relies on in torch, time and the reference is snapshot before the
@@ -275,6 +276,48 @@ def relative_error(expected, actual) -> float | None:
     if den == 0.0:
         return None
     return (num / den) ** 0.5
+
+
+def same_values(torch_mod, a, b) -> bool:
+    """Whether two tensors hold equal elements (`torch.equal`: -0.0 equals 0.0), NaN equal to NaN."""
+    if torch_mod.equal(a, b):
+        return True
+    if a.shape != b.shape or a.dtype != b.dtype or not a.is_floating_point():
+        return False
+    inf = float("inf")
+
+    def zeroed(t):  # NaN to 0, infinities kept
+        return t.nan_to_num(nan=0.0, posinf=inf, neginf=-inf)
+
+    return bool(torch_mod.equal(a.isnan(), b.isnan()) and torch_mod.equal(zeroed(a), zeroed(b)))
+
+
+def in_place_mismatches(torch_mod, before: list, candidate_after: dict, reference_after: list, atol: float,
+                        rtol: float) -> list[int]:  # fmt: skip
+    """The inputs a candidate changed in place where the reference's own forward does not allow it.
+
+    `before`: the inputs as both models got them; `candidate_after`: index -> the candidate's tensor after
+    its call, for the inputs it changed (`same_values` false against `before`); `reference_after`: the
+    reference's copy of `before` after its call. A change counts against the candidate unless the
+    reference changes that input too and the candidate's value ends within the parity tolerance
+    (`atol` + `rtol` x |reference|, NaN where the reference has NaN) of the reference's: an in-place
+    reference (`torch.relu_(x)`) allows an in-place kernel, as KernelBench's contract does. Returns the
+    indices, ascending.
+    """
+    bad = []
+    for i, after in sorted(candidate_after.items()):
+        ref = reference_after[i]
+        allowed = (
+            isinstance(ref, torch_mod.Tensor)
+            and not same_values(torch_mod, ref, before[i])
+            and after.shape == ref.shape
+            and after.dtype == ref.dtype
+            and (torch_mod.equal(after, ref) if not after.is_floating_point() else
+                 bool(torch_mod.isclose(after, ref, rtol=rtol, atol=atol, equal_nan=True).all()))
+        )  # fmt: skip
+        if not allowed:
+            bad.append(i)
+    return bad
 
 
 def exact_types(expected, actual) -> str | None:

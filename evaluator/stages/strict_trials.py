@@ -41,7 +41,7 @@ def _trial(ev, name: str, inputs: list, seed: int) -> None:
     """One strict trial on `inputs` (which only reach the reference as a clone); what it records goes to
     `ev.checks`. Its tensors die with the call."""
     from kb_agent.evaluator.compare import compare_outputs
-    from kb_agent.evaluator.strict import exact_types, relative_error
+    from kb_agent.evaluator.strict import exact_types, relative_error, same_values
     from kb_agent.evaluator.thresholds import MAX_RELATIVE_ERROR
     from kb_agent.evaluator.timing import early_read
 
@@ -63,16 +63,19 @@ def _trial(ev, name: str, inputs: list, seed: int) -> None:
                              "synchronize: the output is computed on a stream the current stream does not "
                              "wait for (join it back with wait_stream or an event)")  # fmt: skip
             del sample
-        # the candidate's copy of the inputs dies before the reference's is made: one copy fewer at the peak
-        changed = [i for i, (a, b) in enumerate(zip(cand_in, inputs, strict=True))
-                   if isinstance(a, torch.Tensor) and not torch.equal(a, b)]  # fmt: skip
+        # the candidate's copy of the inputs dies before the reference's is made (one copy fewer at the
+        # peak), but for the inputs it changed, which are held to what the reference does to its own copy
+        changed = {i: a for i, (a, b) in enumerate(zip(cand_in, inputs, strict=True))
+                   if isinstance(a, torch.Tensor) and not same_values(torch, a, b)}  # fmt: skip
         del cand_in
         try:
-            expected = ev.ref_model(*ev.clone(inputs))
+            ref_in = ev.clone(inputs)
+            expected = ev.ref_model(*ref_in)
             ev.sync()
         except Exception:
             return  # the reference itself does not accept these inputs: no trial
-    ev.checks.record("inputs_unchanged", not changed, f"modified input(s) {changed} in place")
+        record_in_place(ev, inputs, changed, ref_in)
+        del changed, ref_in
     if name != "candidate_first" and not all(
         torch.isfinite(t).all() for t in tensors(expected) if t.is_floating_point()
     ):
@@ -100,6 +103,18 @@ def _trial(ev, name: str, inputs: list, seed: int) -> None:
                        "ignores the input's scale, e.g. zeros or a constant?)" if rel is not None else "")  # fmt: skip
     if name == "candidate_first" and ev.device.type == "cuda":
         record_speed_of_light_inputs(ev, inputs, expected)
+
+
+def record_in_place(ev, before: list, changed: dict, reference_after: list, when: str = "") -> None:
+    """The `inputs_unchanged` check of one call: `changed` (index -> the candidate's tensor after the
+    call) are the inputs it wrote, held to what the reference did to its copy of `before`
+    (`strict.in_place_mismatches`); `when` names the call in the detail."""
+    from kb_agent.evaluator.strict import in_place_mismatches
+
+    bad = in_place_mismatches(ev.torch, before, changed, reference_after, ev.atol, ev.rtol)
+    ev.checks.record("inputs_unchanged", not bad,
+                     f"modified input(s) {bad} in place{when}, where the reference leaves them unchanged or "
+                     "ends with other values")  # fmt: skip
 
 
 def poison_free_memory(ev) -> None:

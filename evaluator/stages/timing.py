@@ -16,7 +16,10 @@ def run(ev) -> None:
     ev.chan.send("stage", name="timing")
     t0 = time.perf_counter()
     set_seed(st.seed)
-    new_in = ev.draw_inputs()  # the candidate's; the reference gets a copy, as in every stage
+    # each model times a copy of the drawn set, as every stage gives them (dense tensors of their own, not
+    # a get_inputs() that returns an expanded view, one tensor twice, or a problem's cached tensor); the
+    # drawn set dies before the second copy is made
+    new_in = ev.clone(ev.draw_inputs())
     ref_in = ev.clone(new_in)
     info = TimingInfo(settings={"warmup": st.warmup, "discard": st.discard, "trials": st.timed_trials,
                                 "flush_l2": st.flush_l2})  # fmt: skip
@@ -112,9 +115,8 @@ def record_library_share(ev, prof, custom_by: str) -> None:
 def strict_timing(ev, info, inputs: list, flusher) -> None:
     """Fresh input values per timed call (`inputs`, the candidate's, are changed in place); the device work
     the timed stream did not wait for, and outputs not ready on the current stream when the call returned;
-    the last output checked against the reference on the same inputs."""
+    then one call on freshly drawn values, checked against the reference (`checked_call`)."""
     from kb_agent.evaluator import timing
-    from kb_agent.evaluator.compare import compare_outputs
     from kb_agent.evaluator.thresholds import REPLAY_FLOOR
 
     t = timing.time_strict(ev.new_model, inputs, trials=ev.settings.strict_timed_trials, flusher=flusher,
@@ -154,7 +156,49 @@ def strict_timing(ev, info, inputs: list, flusher) -> None:
                        f"{repeated.median_ms:.4f} ms per call on repeated inputs but "
                        f"{fresh.median_ms:.4f} ms on fresh values (one loop, calls shuffled): outputs "
                        "cached or replayed?")  # fmt: skip
-    with ev.torch.no_grad():
-        expected = ev.ref_model(*ev.clone(inputs))
-    r = compare_outputs(expected, t.out, ev.atol, ev.rtol, trial=-1, seed=-1)
-    ev.checks.record("timing_outputs", r.passed, f"the output of the last timed call was wrong ({r.problem})")
+    del t  # its last output
+    checked_call(ev, inputs)
+
+
+def checked_call(ev, inputs: list) -> None:
+    """One more call on the tensors the candidate was timed with, after values freshly drawn from
+    `get_inputs()` (another seed) were written into them, outside any timing: its output must match the
+    reference's on those values (`timing_outputs`), and it must not have written its inputs where the
+    reference does not (`inputs_unchanged`). A candidate that tells the timed tensors apart (by identity,
+    address or version) and replays an output, or restores the values it saw first, fails here. A
+    drawn tensor of another shape or dtype than the timed one (a get_inputs() of random sizes) is not
+    written; a floating-point one gets strict timing's small offset instead."""
+    from kb_agent.evaluator.compare import compare_outputs
+    from kb_agent.evaluator.stages.strict_trials import record_in_place
+    from kb_agent.evaluator.strict import same_values
+
+    torch = ev.torch
+    set_seed(ev.settings.seed + 2_000_003)  # neither a parity trial's seed nor a strict trial's
+    drawn = ev.draw_inputs()
+    before = []
+    for i, a in enumerate(inputs):
+        d, drawn[i] = (drawn[i] if i < len(drawn) else None), None  # one drawn tensor alive at a time
+        if not isinstance(a, torch.Tensor):
+            before.append(a)
+            continue
+        if isinstance(d, torch.Tensor) and d.shape == a.shape and d.dtype == a.dtype:
+            a.copy_(d)
+        elif a.is_floating_point():
+            a.add_(torch.empty((), device=a.device, dtype=a.dtype).uniform_(-1e-3, 1e-3))
+        del d
+        before.append(a.clone())  # the values the call gets, the reference's to change (not the problem's)
+    del drawn
+    with torch.no_grad():
+        out = ev.new_model(*inputs)
+        ev.sync()
+        changed = {i: a for i, (a, b) in enumerate(zip(inputs, before, strict=True))
+                   if isinstance(a, torch.Tensor) and not same_values(torch, a, b)}  # fmt: skip
+        # the reference writes its own copy only where the candidate's writes must be compared with it
+        ref_in = ev.clone(before) if changed else before
+        expected = ev.ref_model(*ref_in)
+        ev.sync()
+    record_in_place(ev, before, changed, ref_in, when=" during timing")
+    r = compare_outputs(expected, out, ev.atol, ev.rtol, trial=-1, seed=-1)
+    ev.checks.record("timing_outputs", r.passed,
+                     f"the output of a call on the timed tensors, given freshly drawn values, was wrong "
+                     f"({r.problem}): an output cached or replayed for the tensors it was timed with?")  # fmt: skip

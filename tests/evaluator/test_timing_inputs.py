@@ -1,0 +1,181 @@
+"""What the timing stage hands the candidate, and the checked call after strict timing (CPU, Triton
+interpreted). Found by a fresh helper after the timing stage began handing the candidate `get_inputs()`'s
+own tensors (7516f66): an expanded or inference-mode input made honest kernels runtime errors, a strided
+one had a kernel that assumes contiguity rejected, one tensor passed twice told the candidate it was being
+timed, and a candidate restoring the values it saw first passed strict mode (that one was older)."""
+
+import textwrap
+
+import pytest
+import torch
+from kb_agent.evaluator import EvalResult, EvalSettings, Status, evaluate
+from kb_agent.evaluator.strict import in_place_mismatches, same_values
+from kb_agent.problems import resolve_one
+
+KERNELS = """
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=mask), 0.0), mask=mask)
+
+
+@triton.jit
+def add_kernel(a_ptr, b_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    a = tl.load(a_ptr + offs, mask=mask)
+    tl.store(y_ptr + offs, a + tl.load(b_ptr + offs, mask=mask), mask=mask)
+
+
+def relu_into(x, y):
+    relu_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
+    return y
+"""
+
+
+def problem(tmp_path, inputs: str, forward: str = "torch.relu(x)", args: str = "x"):
+    path = tmp_path / "problem.py"
+    path.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        f"    def forward(self, {args}):\n        return {forward}\n\n\n"
+        f"def get_inputs():\n{textwrap.indent(inputs, '    ')}\n\n\ndef get_init_inputs():\n    return []\n"
+    )
+    return resolve_one(str(path))
+
+
+def run(prob, body: str, **settings) -> EvalResult:
+    source = KERNELS + "\n\nclass ModelNew(nn.Module):\n" + textwrap.indent(textwrap.dedent(body), "    ")
+    return evaluate(prob, source, EvalSettings(device="cpu", **settings))
+
+
+HONEST_RELU = """
+def forward(self, x):
+    x = x.contiguous()
+    return relu_into(x, torch.empty_like(x))
+"""
+
+
+def test_an_expanded_input_is_timed_as_a_copy_of_its_own(tmp_path):
+    # strict timing wrote its offsets into the drawn view, whose elements share memory (a runtime error)
+    r = run(problem(tmp_path, "return [torch.randn(1, 1024).expand(16, 1024)]"), HONEST_RELU)
+    assert r.status == Status.CORRECT, r.message
+
+
+@pytest.mark.slow
+def test_an_inference_mode_input_is_timed_as_a_copy_of_its_own(tmp_path):
+    inputs = "with torch.inference_mode():\n    return [torch.randn(16, 1024)]"
+    r = run(problem(tmp_path, inputs), HONEST_RELU)
+    assert r.status == Status.CORRECT, r.message
+
+
+@pytest.mark.slow
+def test_a_strided_input_reaches_the_candidate_dense_in_timing_as_in_every_other_stage(tmp_path):
+    # a kernel reading its input as flat memory: right on the copies the other stages give, and so it
+    # must be on what timing gives (KernelBench moves a CPU view to the GPU as a dense tensor)
+    flat = "def forward(self, x):\n    return relu_into(x, torch.empty(x.shape, dtype=x.dtype))\n"
+    r = run(problem(tmp_path, "return [torch.randn(16, 2048)[:, ::2]]"), flat)
+    assert r.status == Status.CORRECT, r.message
+
+
+def test_one_tensor_passed_twice_reaches_the_candidate_as_two_in_every_stage(tmp_path):
+    # `A is B` only where timing handed over get_inputs()'s own list: a tell of being timed
+    prob = problem(tmp_path, "a = torch.randn(16, 1024)\nreturn [a, a]", forward="a + b", args="a, b")
+    body = """
+    def forward(self, a, b):
+        assert a is not b and a.data_ptr() != b.data_ptr(), "one tensor twice"
+        y = torch.empty_like(a)
+        add_kernel[(triton.cdiv(a.numel(), 1024),)](a, b, y, a.numel(), BLOCK=1024)
+        return y
+    """
+    r = run(prob, body)
+    assert r.status == Status.CORRECT, r.message
+
+
+REPLAY_BY_IDENTITY = """
+def __init__(self):
+    super().__init__()
+    self.seen = None
+
+def forward(self, x):
+    if self.seen is not None and self.seen[0] is x:  # the same tensor again: only timing does that
+        {restore}
+        return self.seen[2]
+    y = relu_into(x.contiguous(), torch.empty_like(x))
+    self.seen = (x, x.clone(), y)
+    return y
+"""
+
+
+@pytest.mark.parametrize("restore", [
+    pytest.param("x.copy_(self.seen[1])", id="restoring_the_values_it_saw_first"),
+    pytest.param("pass", id="replaying_only", marks=pytest.mark.slow),
+])  # fmt: skip
+def test_a_candidate_replaying_its_output_for_the_timed_tensor_is_rejected(tmp_path, restore):
+    # strict timing's offsets are small (|d| <= 1e-3: a stale ReLU output stays within tolerance); the
+    # checked call writes freshly drawn values into the timed tensor
+    r = run(problem(tmp_path, "return [torch.randn(16, 1024)]"), REPLAY_BY_IDENTITY.format(restore=restore))
+    assert r.status == Status.REJECTED, r.message
+    assert r.strict["parity_status"] == "correct"
+    failed = {k for k, v in r.strict["checks"].items() if not v["passed"]}
+    assert "timing_outputs" in failed
+    if restore != "pass":
+        assert "during timing" in r.strict["checks"]["inputs_unchanged"]["detail"]
+
+
+IN_PLACE = """
+def forward(self, x):
+    assert x.is_contiguous()
+    {write}
+    return x
+"""
+
+
+def test_an_in_place_kernel_is_correct_where_the_reference_works_in_place(tmp_path):
+    prob = problem(tmp_path, "return [torch.randn(16, 1024)]", forward="torch.relu_(x)")
+    r = run(prob, IN_PLACE.format(write="relu_into(x, x)"))
+    assert r.status == Status.CORRECT, r.message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("reference, write", [
+    pytest.param("torch.relu(x)", "relu_into(x, x)", id="the_reference_leaves_its_input"),
+    pytest.param("torch.relu_(x)", "x.copy_(relu_into(x, torch.empty_like(x)) * 1.5)", id="other_values"),
+])  # fmt: skip
+def test_an_in_place_kernel_is_rejected_where_the_reference_does_not_write_so(tmp_path, reference, write):
+    prob = problem(tmp_path, "return [torch.randn(16, 1024)]", forward=reference)
+    r = run(prob, IN_PLACE.format(write=write))
+    assert r.status in (Status.REJECTED, Status.INCORRECT), r.message
+    if r.status == Status.REJECTED:
+        assert not r.strict["checks"]["inputs_unchanged"]["passed"]
+
+
+# ------------------------------------------------------------------------------ the rule, in-process
+def test_same_values_takes_nan_as_equal_and_nothing_else():
+    x = torch.tensor([1.0, float("nan"), 0.0])
+    assert same_values(torch, x, x.clone())
+    assert same_values(torch, x, torch.tensor([1.0, float("nan"), -0.0]))  # as torch.equal has it
+    assert not same_values(torch, x, torch.tensor([1.0, 0.0, 0.0]))
+    assert not same_values(torch, x, torch.tensor([1.0, 2.0, 0.0]))
+    assert not same_values(torch, torch.tensor([1, 2]), torch.tensor([1, 3]))
+    big = torch.finfo(torch.float32).max
+    assert not same_values(
+        torch, torch.tensor([float("inf"), float("nan")]), torch.tensor([big, float("nan")])
+    )
+
+
+def test_a_write_counts_unless_the_reference_writes_the_same_values():
+    before = [torch.tensor([-1.0, 2.0]), torch.tensor([3.0, 4.0]), 7]
+    relu = torch.tensor([0.0, 2.0])
+    ref_after = [relu.clone(), before[1].clone(), 7]  # the reference wrote input 0 only
+    ok = {0: relu + 1e-7}
+    assert in_place_mismatches(torch, before, ok, ref_after, 1e-4, 1e-4) == []
+    assert in_place_mismatches(torch, before, {0: relu + 1.0}, ref_after, 1e-4, 1e-4) == [0]
+    assert in_place_mismatches(torch, before, {1: before[1] * 2}, ref_after, 1e-4, 1e-4) == [1]
+    assert in_place_mismatches(torch, before, {0: relu[:1]}, ref_after, 1e-4, 1e-4) == [0]
