@@ -32,6 +32,16 @@ def flatten_outputs(out: Any) -> list[Any]:
     return [out]
 
 
+def clone_args(values: Any) -> Any:
+    """A copy of call arguments: every tensor cloned (`Tensor.clone`: a dense tensor keeps its strides, an
+    expanded or overlapping one becomes contiguous), inside lists and tuples too; anything else shared."""
+    if isinstance(values, torch.Tensor):
+        return values.clone()
+    if type(values) in (list, tuple):
+        return type(values)(clone_args(v) for v in values)
+    return values
+
+
 def _scalar(x: torch.Tensor) -> float | str:
     """A 0-d tensor as a JSON-safe number: finite floats as float, NaN/Inf as "nan"/"inf"/"-inf"."""
     v = float(x.item())

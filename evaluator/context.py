@@ -181,7 +181,10 @@ class Evaluation:
         return out
 
     def clone(self, values: list) -> list:
-        return [v.clone() if isinstance(v, self.torch.Tensor) else v for v in values]
+        """Each model's own copy of the inputs (`compare.clone_args`: tensors in lists and tuples too)."""
+        from kb_agent.evaluator.compare import clone_args
+
+        return clone_args(list(values))
 
     # -- the stages -------------------------------------------------------------------------------------
     def run(self) -> None:

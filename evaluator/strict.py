@@ -282,8 +282,10 @@ def same_values(torch_mod, a, b) -> bool:
     """Whether two tensors hold equal elements (`torch.equal`: -0.0 equals 0.0), NaN equal to NaN."""
     if torch_mod.equal(a, b):
         return True
-    if a.shape != b.shape or a.dtype != b.dtype or not a.is_floating_point():
+    if a.shape != b.shape or a.dtype != b.dtype or not (a.is_floating_point() or a.is_complex()):
         return False
+    if a.is_complex():  # NaN in either part
+        a, b = torch_mod.view_as_real(a.resolve_conj()), torch_mod.view_as_real(b.resolve_conj())
     inf = float("inf")
 
     def zeroed(t):  # NaN to 0, infinities kept

@@ -470,9 +470,12 @@ class StrictTimes:
             timed stream never waited for (other processes' work does not count here).
         unready: calls whose output, read on the current stream right after the call, differed from its
             value after the device-wide synchronize (`early_read`).
-        out: the last call's output (of a fresh-value call, or of a repeat of one).
+        out: the last call's output; that call gets fresh values (`trials` >= 1).
         repeat_events_ms: CUDA events (host clock on the CPU) around the calls that repeated the previous
             call's inputs unchanged; empty for `trials=0`.
+        before_last: a copy of the arguments as the last call got them (after its fresh values were
+            written, before it ran), for checking its output and what it did to its inputs; None for
+            `trials=0`.
     """
 
     events_ms: list[float]
@@ -481,6 +484,7 @@ class StrictTimes:
     unready: int
     out: Any
     repeat_events_ms: list[float] = field(default_factory=list)
+    before_last: list | None = None
 
 
 def work_escaped(events_ms: Sequence[float], after_stream_ms: Sequence[float]) -> bool:
@@ -513,21 +517,29 @@ def time_strict(
     then the output is sampled on that stream (`early_read`), the host waits for the end event and the
     sample, and then for the whole device (`_sync()`, every stream of this process): that last wait is
     the work moved to another stream or a thread (`after_stream_ms`). On the CPU every figure is the host
-    clock around the call. See `StrictTimes`.
+    clock around the call. The last call gets fresh values, and a copy of its arguments as it got them
+    is kept (`before_last`) for its output and its inputs to be checked. Floating-point tensors inside
+    list or tuple arguments get the offsets too. See `StrictTimes`.
     """
-    floats = [a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()]
+    from kb_agent.evaluator.compare import clone_args, flatten_outputs
+
+    floats = [a for a in flatten_outputs(list(args)) if isinstance(a, torch.Tensor) and a.is_floating_point()]
     events, host, after, repeats = [], [], [], []
     unready = 0
-    out = None
+    out = before_last = None
     cuda = device.type == "cuda"
-    # the first call is fresh; the rest, fresh and repeated, in an order the candidate cannot foresee
-    order = [False] * max(0, trials - 1) + [True] * trials
-    random.SystemRandom().shuffle(order)
+    # the first and the last call are fresh (the last one's output is checked); the rest, fresh and
+    # repeated, in an order the candidate cannot foresee
+    middle = [False] * max(0, trials - 2) + [True] * trials
+    random.SystemRandom().shuffle(middle)
+    plan = [] if trials < 1 else [True, False] if trials == 1 else [False, *middle, False]
     with torch.no_grad():
-        for repeat in [False, *order] if trials > 0 else []:
+        for k, repeat in enumerate(plan):
             if not repeat:
                 for a in floats:
                     a.add_(torch.empty((), device=a.device, dtype=a.dtype).uniform_(-1e-3, 1e-3))
+            if k == len(plan) - 1:
+                before_last = clone_args(list(args))
             if flusher is not None:
                 flusher()
             if cuda:
@@ -558,7 +570,7 @@ def time_strict(
                     events.append(host[-1])
                     after.append(0.0)
     return StrictTimes(events_ms=events, host_ms=host, after_stream_ms=after, unready=unready, out=out,
-                       repeat_events_ms=repeats)  # fmt: skip
+                       repeat_events_ms=repeats, before_last=before_last)  # fmt: skip
 
 
 # ------------------------------------------------------------------------------ the reproducible figure

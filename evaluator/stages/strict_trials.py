@@ -40,7 +40,7 @@ def extra_trials(ev) -> None:
 def _trial(ev, name: str, inputs: list, seed: int) -> None:
     """One strict trial on `inputs` (which only reach the reference as a clone); what it records goes to
     `ev.checks`. Its tensors die with the call."""
-    from kb_agent.evaluator.compare import compare_outputs
+    from kb_agent.evaluator.compare import compare_outputs, flatten_outputs
     from kb_agent.evaluator.strict import exact_types, relative_error, same_values
     from kb_agent.evaluator.thresholds import MAX_RELATIVE_ERROR
     from kb_agent.evaluator.timing import early_read
@@ -65,7 +65,7 @@ def _trial(ev, name: str, inputs: list, seed: int) -> None:
             del sample
         # the candidate's copy of the inputs dies before the reference's is made (one copy fewer at the
         # peak), but for the inputs it changed, which are held to what the reference does to its own copy
-        changed = {i: a for i, (a, b) in enumerate(zip(cand_in, inputs, strict=True))
+        changed = {i: a for i, (a, b) in enumerate(zip(flatten_outputs(cand_in), flatten_outputs(inputs), strict=True))
                    if isinstance(a, torch.Tensor) and not same_values(torch, a, b)}  # fmt: skip
         del cand_in
         try:
@@ -74,7 +74,7 @@ def _trial(ev, name: str, inputs: list, seed: int) -> None:
             ev.sync()
         except Exception:
             return  # the reference itself does not accept these inputs: no trial
-        record_in_place(ev, inputs, changed, ref_in)
+        record_in_place(ev, flatten_outputs(inputs), changed, flatten_outputs(ref_in))
         del changed, ref_in
     if name != "candidate_first" and not all(
         torch.isfinite(t).all() for t in tensors(expected) if t.is_floating_point()
@@ -108,7 +108,8 @@ def _trial(ev, name: str, inputs: list, seed: int) -> None:
 def record_in_place(ev, before: list, changed: dict, reference_after: list, when: str = "") -> None:
     """The `inputs_unchanged` check of one call: `changed` (index -> the candidate's tensor after the
     call) are the inputs it wrote, held to what the reference did to its copy of `before`
-    (`strict.in_place_mismatches`); `when` names the call in the detail."""
+    (`strict.in_place_mismatches`); all three flat (`compare.flatten_outputs`: tensors inside list
+    arguments counted in order); `when` names the call in the detail."""
     from kb_agent.evaluator.strict import in_place_mismatches
 
     bad = in_place_mismatches(ev.torch, before, changed, reference_after, ev.atol, ev.rtol)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import random
 import time
 
 from kb_agent.evaluator.context import set_seed
@@ -156,49 +157,68 @@ def strict_timing(ev, info, inputs: list, flusher) -> None:
                        f"{repeated.median_ms:.4f} ms per call on repeated inputs but "
                        f"{fresh.median_ms:.4f} ms on fresh values (one loop, calls shuffled): outputs "
                        "cached or replayed?")  # fmt: skip
-    del t  # its last output
+    judge_call(ev, inputs, t.before_last, t.out, "the last timed call")
+    del t  # its output and its copy of the inputs
     checked_call(ev, inputs)
 
 
-def checked_call(ev, inputs: list) -> None:
-    """One more call on the tensors the candidate was timed with, after values freshly drawn from
-    `get_inputs()` (another seed) were written into them, outside any timing: its output must match the
-    reference's on those values (`timing_outputs`), and it must not have written its inputs where the
-    reference does not (`inputs_unchanged`). A candidate that tells the timed tensors apart (by identity,
-    address or version) and replays an output, or restores the values it saw first, fails here. A
-    drawn tensor of another shape or dtype than the timed one (a get_inputs() of random sizes) is not
-    written; a floating-point one gets strict timing's small offset instead."""
-    from kb_agent.evaluator.compare import compare_outputs
+def judge_call(ev, inputs: list, before: list, out, what: str) -> None:
+    """The checks of one call of the candidate outside the correctness trials: `inputs` as the call left
+    them, `before` a copy of them as it got them, `out` its output. The output must match the reference's
+    on `before` (`timing_outputs`), and the call must not have written its inputs where the reference
+    does not (`inputs_unchanged`, `strict_trials.record_in_place`)."""
+    from kb_agent.evaluator.compare import compare_outputs, flatten_outputs
     from kb_agent.evaluator.stages.strict_trials import record_in_place
     from kb_agent.evaluator.strict import same_values
 
     torch = ev.torch
-    set_seed(ev.settings.seed + 2_000_003)  # neither a parity trial's seed nor a strict trial's
-    drawn = ev.draw_inputs()
-    before = []
-    for i, a in enumerate(inputs):
-        d, drawn[i] = (drawn[i] if i < len(drawn) else None), None  # one drawn tensor alive at a time
-        if not isinstance(a, torch.Tensor):
-            before.append(a)
-            continue
-        if isinstance(d, torch.Tensor) and d.shape == a.shape and d.dtype == a.dtype:
-            a.copy_(d)
-        elif a.is_floating_point():
+    flat_before = flatten_outputs(before)
+    changed = {i: a for i, (a, b) in enumerate(zip(flatten_outputs(inputs), flat_before, strict=True))
+               if isinstance(a, torch.Tensor) and not same_values(torch, a, b)}  # fmt: skip
+    # the reference writes a copy of its own only where the candidate's writes are to be compared with it
+    ref_in = ev.clone(before) if changed else before
+    with torch.no_grad():
+        expected = ev.ref_model(*ref_in)
+        ev.sync()
+    record_in_place(ev, flat_before, changed, flatten_outputs(ref_in), when=f" ({what})")
+    r = compare_outputs(expected, out, ev.atol, ev.rtol, trial=-1, seed=-1)
+    ev.checks.record("timing_outputs", r.passed,
+                     f"the output of {what} was wrong ({r.problem}): an output cached or replayed for the "
+                     "tensors it was timed with?")  # fmt: skip
+
+
+def checked_call(ev, inputs: list) -> None:
+    """One more call on the tensors the candidate was timed with, after values freshly drawn from
+    `get_inputs()` were written into them, outside any timing, judged as the last timed call
+    (`judge_call`). Strict timing's fresh values are small offsets of the timed ones; these are new
+    draws, under a seed no stage uses and no candidate can know (`strict_info["checked_call_seed"]`), so
+    an output replayed for the timed tensors (told apart by identity, address, version or values near
+    the ones it saw) or inputs restored to earlier values are caught. When a drawn tensor differs in
+    shape or dtype from the timed one (a get_inputs() of random sizes), none is written (values of one
+    draw may only fit its own shapes: indices into a tensor of a drawn length) and the floating-point
+    ones get strict timing's small offset instead."""
+    from kb_agent.evaluator.compare import flatten_outputs
+
+    torch = ev.torch
+    seed = random.SystemRandom().randrange(2**31)
+    ev.strict_info["checked_call_seed"] = seed
+    set_seed(seed)
+    drawn = flatten_outputs(ev.draw_inputs())
+    timed = flatten_outputs(inputs)
+    fits = len(drawn) == len(timed) and all(
+        not isinstance(a, torch.Tensor) or (isinstance(d, torch.Tensor) and d.shape == a.shape and d.dtype == a.dtype)
+        for a, d in zip(timed, drawn, strict=True)
+    )  # fmt: skip
+    for i, a in enumerate(timed):
+        if isinstance(a, torch.Tensor) and fits:
+            a.copy_(drawn[i])
+        elif isinstance(a, torch.Tensor) and a.is_floating_point():
             a.add_(torch.empty((), device=a.device, dtype=a.dtype).uniform_(-1e-3, 1e-3))
-        del d
-        before.append(a.clone())  # the values the call gets, the reference's to change (not the problem's)
-    del drawn
+        if i < len(drawn):
+            drawn[i] = None  # one drawn tensor fewer alive
+    del drawn, timed
+    before = ev.clone(inputs)  # the values the call gets, the reference's to change (not the problem's)
     with torch.no_grad():
         out = ev.new_model(*inputs)
         ev.sync()
-        changed = {i: a for i, (a, b) in enumerate(zip(inputs, before, strict=True))
-                   if isinstance(a, torch.Tensor) and not same_values(torch, a, b)}  # fmt: skip
-        # the reference writes its own copy only where the candidate's writes must be compared with it
-        ref_in = ev.clone(before) if changed else before
-        expected = ev.ref_model(*ref_in)
-        ev.sync()
-    record_in_place(ev, before, changed, ref_in, when=" during timing")
-    r = compare_outputs(expected, out, ev.atol, ev.rtol, trial=-1, seed=-1)
-    ev.checks.record("timing_outputs", r.passed,
-                     f"the output of a call on the timed tensors, given freshly drawn values, was wrong "
-                     f"({r.problem}): an output cached or replayed for the tensors it was timed with?")  # fmt: skip
+    judge_call(ev, inputs, before, out, "a call on the timed tensors given freshly drawn values")

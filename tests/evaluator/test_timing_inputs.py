@@ -5,11 +5,14 @@ one had a kernel that assumes contiguity rejected, one tensor passed twice told 
 timed, and a candidate restoring the values it saw first passed strict mode (that one was older)."""
 
 import textwrap
+import types
 
 import pytest
 import torch
 from kb_agent.evaluator import EvalResult, EvalSettings, Status, evaluate
-from kb_agent.evaluator.strict import in_place_mismatches, same_values
+from kb_agent.evaluator.compare import clone_args
+from kb_agent.evaluator.stages.timing import checked_call
+from kb_agent.evaluator.strict import Checks, in_place_mismatches, same_values
 from kb_agent.problems import resolve_one
 
 KERNELS = """
@@ -126,7 +129,74 @@ def test_a_candidate_replaying_its_output_for_the_timed_tensor_is_rejected(tmp_p
     failed = {k for k, v in r.strict["checks"].items() if not v["passed"]}
     assert "timing_outputs" in failed
     if restore != "pass":
-        assert "during timing" in r.strict["checks"]["inputs_unchanged"]["detail"]
+        assert "timed" in r.strict["checks"]["inputs_unchanged"]["detail"]  # "during timing" in f9c7432
+
+
+REPLAY_NEAR_SEEN_VALUES = """
+def __init__(self):
+    super().__init__()
+    self.seen = None
+
+def forward(self, x):
+    head = x.reshape(-1)[:8]
+    if self.seen is not None and float((head - self.seen[0]).abs().max()) < 0.05:  # "the same values"
+        return self.seen[1]
+    y = relu_into(x.contiguous(), torch.empty_like(x))
+    self.seen = (head.clone(), y)
+    return y
+"""
+
+
+def test_a_candidate_replaying_its_output_for_values_near_the_ones_it_saw_is_rejected(tmp_path):
+    # it computes on every new draw (the checked call's too) and replays through strict timing's small
+    # offsets: the last timed call's output is checked as well (it was not in f9c7432)
+    r = run(problem(tmp_path, "return [torch.randn(16, 1024)]"), REPLAY_NEAR_SEEN_VALUES)
+    assert r.status == Status.REJECTED, r.message
+    assert "the last timed call" in r.strict["checks"]["timing_outputs"]["detail"]
+    assert isinstance(r.strict["checked_call_seed"], int)
+
+
+def test_a_get_inputs_of_random_sizes_keeps_its_own_shapes_in_the_checked_call():
+    # a new draw's indices fit only its own length: none is written when any shape differs (f9c7432
+    # wrote the indices beside the old length, and blamed the reference's IndexError on the candidate)
+    timed = [torch.randn(100), torch.full((8,), 99)]
+    ev = types.SimpleNamespace(
+        torch=torch, checks=Checks(), strict_info={}, atol=1e-4, rtol=1e-4, sync=lambda: None,
+        draw_inputs=lambda: [torch.randn(500), torch.full((8,), 499)], clone=clone_args,
+        new_model=lambda x, idx: x[idx], ref_model=lambda x, idx: x[idx],
+    )  # fmt: skip
+    checked_call(ev, timed)
+    assert timed[1].tolist() == [99] * 8 and timed[0].shape == (100,)
+    assert all(c["passed"] for c in ev.checks.checks.values()) and "timing_outputs" in ev.checks.checks
+
+
+@pytest.mark.slow
+def test_tensors_inside_a_list_argument_get_fresh_values_and_copies_of_their_own(tmp_path):
+    prob = problem(tmp_path, "return [[torch.randn(16, 1024), torch.randn(16, 1024)]]",
+                   forward="torch.relu(xs[0]) * xs[1]", args="xs")  # fmt: skip
+    body = """
+    def __init__(self):
+        super().__init__()
+        self.seen = None
+
+    def forward(self, xs):
+        if self.seen is not None and xs is self.seen[0]:  # the same list again
+            return self.seen[1]
+        y = relu_into(xs[0].contiguous(), torch.empty_like(xs[0])) * xs[1]
+        self.seen = (xs, y)
+        return y
+    """
+    r = run(prob, body)
+    assert r.status == Status.REJECTED, r.message
+    assert not r.strict["checks"]["timing_outputs"]["passed"]
+
+
+@pytest.mark.slow
+def test_an_unused_complex_input_holding_a_nan_is_not_modified(tmp_path):
+    inputs = "z = torch.randn(8, dtype=torch.complex64)\nz[0] = complex(float('nan'), 0.0)\nreturn [torch.randn(16, 1024), z]"
+    body = "def forward(self, x, z):\n    return relu_into(x.contiguous(), torch.empty_like(x))\n"
+    r = run(problem(tmp_path, inputs, args="x, z"), body)
+    assert r.status == Status.CORRECT, r.message
 
 
 IN_PLACE = """
@@ -164,6 +234,10 @@ def test_same_values_takes_nan_as_equal_and_nothing_else():
     assert not same_values(torch, x, torch.tensor([1.0, 0.0, 0.0]))
     assert not same_values(torch, x, torch.tensor([1.0, 2.0, 0.0]))
     assert not same_values(torch, torch.tensor([1, 2]), torch.tensor([1, 3]))
+    z = torch.tensor([complex(float("nan"), 1.0), 2j])
+    assert same_values(torch, z, z.clone()) and not same_values(
+        torch, z, torch.tensor([complex(float("nan"), 2.0), 2j])
+    )
     big = torch.finfo(torch.float32).max
     assert not same_values(
         torch, torch.tensor([float("inf"), float("nan")]), torch.tensor([big, float("nan")])
