@@ -509,7 +509,8 @@ def time_strict(
     """Strict-mode timing: fresh input values for every call, and the device work the timed stream missed.
 
     `trials` calls get fresh values: before each (outside the timed window) every floating-point input
-    gets a small random offset in place, so outputs cached or replayed by input value, address or version
+    gets a small random offset in place (|offset| <= 1e-3, replacing the previous call's, so values stay
+    within 1e-3 of the timed ones), so outputs cached or replayed by input value, address or version
     are stale. As many calls again, shuffled in among them at random, repeat the previous call's inputs
     unchanged (`repeat_events_ms`): `no_replay` compares the two kinds, timed in one loop under the same
     protocol, so what slows every call alike (launch latency of a tiny kernel, a profiler's callbacks,
@@ -527,6 +528,7 @@ def time_strict(
     events, host, after, repeats = [], [], [], []
     unready = 0
     out = before_last = None
+    offsets: dict[int, torch.Tensor] = {}
     cuda = device.type == "cuda"
     # the first and the last call are fresh (the last one's output is checked); the rest, fresh and
     # repeated, in an order the candidate cannot foresee
@@ -535,9 +537,11 @@ def time_strict(
     plan = [] if trials < 1 else [True, False] if trials == 1 else [False, *middle, False]
     with torch.no_grad():
         for k, repeat in enumerate(plan):
-            if not repeat:
-                for a in floats:
-                    a.add_(torch.empty((), device=a.device, dtype=a.dtype).uniform_(-1e-3, 1e-3))
+            if not repeat:  # a new offset in place of the last one: they do not add up over the calls
+                for i, a in enumerate(floats):
+                    new = torch.empty((), device=a.device, dtype=a.dtype).uniform_(-1e-3, 1e-3)
+                    a.add_(new - offsets[i] if i in offsets else new)
+                    offsets[i] = new
             if k == len(plan) - 1:
                 before_last = clone_args(list(args))
             if flusher is not None:

@@ -170,6 +170,51 @@ def test_a_get_inputs_of_random_sizes_keeps_its_own_shapes_in_the_checked_call()
     assert all(c["passed"] for c in ev.checks.checks.values()) and "timing_outputs" in ev.checks.checks
 
 
+def test_a_drawn_int_that_differs_keeps_the_timed_tensors_too():
+    # segment ids below a drawn count n, passed as an int: new ids beside the old n ran past its end
+    # (a SIGSEGV of an honest unmasked kernel, or the reference's IndexError blamed on the candidate)
+    timed = [torch.ones(8), torch.full((8,), 9), 10]
+
+    def segment_sum(x, ids, n):
+        return torch.zeros(n).index_add_(0, ids, x)
+
+    ev = types.SimpleNamespace(
+        torch=torch, checks=Checks(), strict_info={}, atol=1e-4, rtol=1e-4, sync=lambda: None,
+        draw_inputs=lambda: [torch.ones(8), torch.full((8,), 49), 50], clone=clone_args,
+        new_model=segment_sum, ref_model=segment_sum,
+    )  # fmt: skip
+    checked_call(ev, timed)
+    assert timed[1].tolist() == [9] * 8
+    assert all(c["passed"] for c in ev.checks.checks.values()) and "timing_outputs" in ev.checks.checks
+
+
+BOTH_LOGS = """
+def forward(self, p):
+    p = p.contiguous()
+    y = torch.empty_like(p)
+    logs_kernel[(triton.cdiv(p.numel(), 1024),)](p, y, p.numel(), BLOCK=1024)
+    return y
+"""
+
+
+def test_a_reference_that_leaves_its_domain_on_strict_timings_offsets_is_no_check(tmp_path):
+    # KernelBench's 1/98 KLDivLoss takes softmax outputs near 6e-5, its BCE targets of 0 and 1: offsets
+    # of up to 1e-3 take them out of log's domain, NaN in both models' outputs, and NaN fails every
+    # comparison (the last timed call was rejected as wrong). Here p within 1e-7 of 0 or 1: an offset of
+    # either sign leaves the domain of log(p) + log(1 - p)
+    inputs = "p = torch.full((16, 1024), 1e-7)\np[::2] = 1 - 1e-7\nreturn [p]"
+    prob = problem(tmp_path, inputs, forward="torch.log(p) + torch.log(1 - p)", args="p")
+    kernel = (
+        "\n\n@triton.jit\ndef logs_kernel(p_ptr, y_ptr, n, BLOCK: tl.constexpr):\n"
+        "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    mask = offs < n\n"
+        "    p = tl.load(p_ptr + offs, mask=mask, other=0.5)\n"
+        "    tl.store(y_ptr + offs, tl.log(p) + tl.log(1.0 - p), mask=mask)\n"
+    )
+    source = KERNELS + kernel + "\n\nclass ModelNew(nn.Module):\n" + textwrap.indent(BOTH_LOGS, "    ")
+    r = evaluate(prob, source, EvalSettings(device="cpu"))
+    assert r.status == Status.CORRECT, r.message
+
+
 @pytest.mark.slow
 def test_tensors_inside_a_list_argument_get_fresh_values_and_copies_of_their_own(tmp_path):
     prob = problem(tmp_path, "return [[torch.randn(16, 1024), torch.randn(16, 1024)]]",
