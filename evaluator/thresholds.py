@@ -52,6 +52,15 @@ STREAM_ESCAPE_SLACK_MS = 0.05
 # figures (H200, 2026-12-01), and was rejected. Both now come from one shuffled loop (timing.time_strict).
 REPLAY_FLOOR = {"cuda": 0.5, "cpu": 0.1}
 
+# no_parity_replay: the candidate's parity figure (KernelBench's protocol: the same input tensors, never
+# written, in every call) must be at least this fraction of its time on fresh values in strict timing
+# (medians, or else the fastest calls). Looser than REPLAY_FLOOR, since the two figures come from
+# different loops: the widest honest gap recorded between them was the 1-launch ReLU above, 0.0287 ms
+# against 0.0854 ms (0.34, H200, 2026-12-01). A candidate replaying outputs only while its inputs stay
+# the same read 0.024 ms against 19 ms (0.0013, CPU interpreter, 2026-12-06). Not measured on a GPU
+# since this check was added.
+PARITY_REPLAY_FLOOR = {"cuda": 0.1, "cpu": 0.05}
+
 # ---- the reproducible timing figure (evaluator.timing.time_interleaved). Not strict checks: the fixed
 # numbers of its stopping rule. The tunable ones (target RSE, trial counts, time cap) are EvalSettings
 # fields (repro_*), recorded with every result.

@@ -118,7 +118,7 @@ def strict_timing(ev, info, inputs: list, flusher) -> None:
     the timed stream did not wait for, and outputs not ready on the current stream when the call returned;
     then one call on freshly drawn values, checked against the reference (`checked_call`)."""
     from kb_agent.evaluator import timing
-    from kb_agent.evaluator.thresholds import REPLAY_FLOOR
+    from kb_agent.evaluator.thresholds import PARITY_REPLAY_FLOOR, REPLAY_FLOOR
 
     t = timing.time_strict(ev.new_model, inputs, trials=ev.settings.strict_timed_trials, flusher=flusher,
                            device=ev.device)  # fmt: skip
@@ -161,6 +161,17 @@ def strict_timing(ev, info, inputs: list, flusher) -> None:
                        f"{repeated.median_ms:.4f} ms per call on repeated inputs but "
                        f"{fresh.median_ms:.4f} ms on fresh values (one loop, calls shuffled): outputs "
                        "cached or replayed?")  # fmt: skip
+    # the parity figure (the headline speedup's) times the same tensors at the same version in every
+    # call: an output replayed there, and computed honestly once strict timing's offsets begin, shows
+    # as a parity figure far below the fresh-value one (thresholds.PARITY_REPLAY_FLOOR)
+    parity, pfloor = info.candidate, PARITY_REPLAY_FLOOR[ev.device.type]
+    if parity is not None and fresh.median_ms > 0:
+        info.settings["strict"]["parity_over_fresh"] = parity.median_ms / fresh.median_ms
+        honest = parity.median_ms >= pfloor * fresh.median_ms or parity.min_ms >= pfloor * fresh.min_ms
+        ev.checks.record("no_parity_replay", honest,
+                         f"{parity.median_ms:.4f} ms per call in the parity figure (the same inputs every "
+                         f"call) but {fresh.median_ms:.4f} ms on fresh values: outputs replayed while the "
+                         "inputs stay the same?")  # fmt: skip
     del t
     checked_call(ev, inputs)
 

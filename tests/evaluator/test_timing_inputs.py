@@ -244,6 +244,35 @@ def test_an_unused_complex_input_holding_a_nan_is_not_modified(tmp_path):
     assert r.status == Status.CORRECT, r.message
 
 
+REPLAY_WHILE_UNWRITTEN = """
+def __init__(self):
+    super().__init__()
+    self.key = self.out = None
+    self.perturbed = False
+
+def forward(self, x):
+    key = (x.data_ptr(), x._version)
+    if self.key is not None and key[0] == self.key[0] and key[1] != self.key[1]:
+        self.perturbed = True  # the same tensor written between calls: strict timing has begun
+    if not self.perturbed and key == self.key:
+        return self.out  # the parity figure's calls
+    for _ in range(8):  # work worth replaying
+        y = relu_into(x.contiguous(), torch.empty_like(x))
+    self.key, self.out = key, y
+    return y
+"""
+
+
+def test_a_candidate_replaying_only_while_its_inputs_stay_unwritten_is_rejected(tmp_path):
+    # honest on every fresh value strict timing gives, so no_replay and the judged calls pass; only the
+    # parity figure, the headline speedup's, is replayed (accepted at 7856x before no_parity_replay)
+    r = run(problem(tmp_path, "return [torch.randn(16, 1024)]"), REPLAY_WHILE_UNWRITTEN)
+    assert r.status == Status.REJECTED, r.message
+    failed = {k for k, v in r.strict["checks"].items() if not v["passed"]}
+    assert failed == {"no_parity_replay"}, failed
+    assert r.timing.settings["strict"]["parity_over_fresh"] < 0.05
+
+
 IN_PLACE = """
 def forward(self, x):
     assert x.is_contiguous()
