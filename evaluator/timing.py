@@ -508,10 +508,10 @@ def time_strict(
 ) -> StrictTimes:
     """Strict-mode timing: fresh input values for every call, and the device work the timed stream missed.
 
-    `trials` calls get fresh values: before each (outside the timed window) every floating-point input
-    gets a small random offset in place (|offset| <= 1e-3, replacing the previous call's, so values stay
-    within 1e-3 of the timed ones), so outputs cached or replayed by input value, address or version
-    are stale. As many calls again, shuffled in among them at random, repeat the previous call's inputs
+    `trials` calls get fresh values: before each (outside the timed window) every input tensor is
+    written with the values `args` held when this was called (a copy the candidate never sees), a
+    floating-point one plus a small random offset (`_write_fresh`), so outputs cached or replayed by
+    input value, address or version are stale, and whatever the candidate wrote into its inputs is gone. As many calls again, shuffled in among them at random, repeat the previous call's inputs
     unchanged (`repeat_events_ms`): `no_replay` compares the two kinds, timed in one loop under the same
     protocol, so what slows every call alike (launch latency of a tiny kernel, a profiler's callbacks,
     another process on the GPU) slows both. On CUDA each call is timed with events on the current stream;
@@ -519,16 +519,20 @@ def time_strict(
     sample, and then for the whole device (`_sync()`, every stream of this process): that last wait is
     the work moved to another stream or a thread (`after_stream_ms`). On the CPU every figure is the host
     clock around the call. The last call gets fresh values, and a copy of its arguments as it got them
-    is kept (`before_last`) for its output and its inputs to be checked. Floating-point tensors inside
-    list or tuple arguments get the offsets too. See `StrictTimes`.
+    is kept (`before_last`) for its output and its inputs to be checked. Tensors inside list or tuple
+    arguments are written too. Holds one copy of the arguments besides them. See `StrictTimes`.
+
+    Raises:
+        InputsAltered: the candidate changed a timed tensor's shape, strides, dtype or device.
     """
     from kb_agent.evaluator.compare import clone_args, flatten_outputs
 
-    floats = [a for a in flatten_outputs(list(args)) if isinstance(a, torch.Tensor) and a.is_floating_point()]
+    base = clone_args(list(args))  # the harness's own copy: what every fresh call's values are made from
+    pairs = [(a, b) for a, b in zip(flatten_outputs(list(args)), flatten_outputs(base), strict=True)
+             if isinstance(a, torch.Tensor)]  # fmt: skip
     events, host, after, repeats = [], [], [], []
     unready = 0
     out = before_last = None
-    offsets: dict[int, torch.Tensor] = {}
     cuda = device.type == "cuda"
     # the first and the last call are fresh (the last one's output is checked); the rest, fresh and
     # repeated, in an order the candidate cannot foresee
@@ -537,13 +541,11 @@ def time_strict(
     plan = [] if trials < 1 else [True, False] if trials == 1 else [False, *middle, False]
     with torch.no_grad():
         for k, repeat in enumerate(plan):
-            if not repeat:  # a new offset in place of the last one: they do not add up over the calls
-                for i, a in enumerate(floats):
-                    new = torch.empty((), device=a.device, dtype=a.dtype).uniform_(-1e-3, 1e-3)
-                    a.add_(new - offsets[i] if i in offsets else new)
-                    offsets[i] = new
-            if k == len(plan) - 1:
-                before_last = clone_args(list(args))
+            last = k == len(plan) - 1
+            if not repeat:
+                _write_fresh(pairs, into_base=last)
+            if last:
+                before_last = base  # its values as the last call gets them (the harness's copy)
             if flusher is not None:
                 flusher()
             if cuda:
@@ -575,6 +577,40 @@ def time_strict(
                     after.append(0.0)
     return StrictTimes(events_ms=events, host_ms=host, after_stream_ms=after, unready=unready, out=out,
                        repeat_events_ms=repeats, before_last=before_last)  # fmt: skip
+
+
+class InputsAltered(Exception):
+    """A tensor the candidate is timed with changed its shape, strides, dtype or device between calls
+    (`resize_`, `as_strided_`, `set_` on its own input): its values can no longer be written as the
+    protocol has them."""
+
+
+def _write_fresh(pairs: list, into_base: bool) -> None:
+    """Fresh values for a timed call: each timed tensor gets the harness's copy of its values, a
+    floating-point one plus a new random offset (|offset| <= 1e-3), so nothing the candidate wrote into
+    its inputs in an earlier call survives and offsets do not add up. `into_base`: the offset goes into
+    the harness's copy first (which then holds exactly what the call gets).
+
+    Raises:
+        InputsAltered: a timed tensor's metadata differs from the harness's copy's.
+    """
+    for i, (a, b) in enumerate(pairs):
+        if (a.shape, a.stride(), a.dtype, a.device) != (b.shape, b.stride(), b.dtype, b.device):
+            raise InputsAltered(
+                f"input tensor {i} changed from shape {tuple(b.shape)}, strides {b.stride()} to shape "
+                f"{tuple(a.shape)}, strides {a.stride()} between timed calls: the candidate resized or "
+                "restrided its own input in place"
+            )
+        offset = (
+            torch.empty((), device=a.device, dtype=a.dtype).uniform_(-1e-3, 1e-3) if a.is_floating_point() else None
+        )  # fmt: skip
+        if into_base and offset is not None:
+            b.add_(offset)
+            a.copy_(b)
+        else:
+            a.copy_(b)
+            if offset is not None:
+                a.add_(offset)
 
 
 # ------------------------------------------------------------------------------ the reproducible figure

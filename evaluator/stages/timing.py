@@ -22,6 +22,7 @@ def run(ev) -> None:
     # drawn set dies before the second copy is made
     new_in = ev.clone(ev.draw_inputs())
     ref_in = ev.clone(new_in)
+    layout = _layout(torch, new_in)  # what strict timing expects of the candidate's tensors after parity
     info = TimingInfo(settings={"warmup": st.warmup, "discard": st.discard, "trials": st.timed_trials,
                                 "flush_l2": st.flush_l2})  # fmt: skip
     graphs: dict = {}  # each model's CUDA graph, captured once for the device and reproducible figures
@@ -63,7 +64,7 @@ def run(ev) -> None:
         graphs.clear()  # their memory pools, before strict timing draws fresh inputs
         del ref_in  # nor the reference's inputs: strict timing times the candidate on its own (new_in)
         if ev.strict:
-            strict_timing(ev, info, new_in, flusher if ev.device.type == "cuda" else None)
+            strict_timing(ev, info, new_in, flusher if ev.device.type == "cuda" else None, layout)
     except BaseException as e:  # noqa: BLE001
         raise ev.runtime_verdict(e, "timing the candidate") from None
     info.speedup = info.reference.mean_ms / info.candidate.mean_ms
@@ -113,15 +114,26 @@ def record_library_share(ev, prof, custom_by: str) -> None:
                          "kernel of their own: every kernel of the forward ran inside a PyTorch/library op")  # fmt: skip
 
 
-def strict_timing(ev, info, inputs: list, flusher) -> None:
+def strict_timing(ev, info, inputs: list, flusher, layout: list) -> None:
     """Fresh input values per timed call (`inputs`, the candidate's, are changed in place); the device work
     the timed stream did not wait for, and outputs not ready on the current stream when the call returned;
-    then one call on freshly drawn values, checked against the reference (`checked_call`)."""
+    then one call on freshly drawn values, checked against the reference (`checked_call`). First the
+    timed tensors get the timing draw's values again (`get_inputs()` under the stage's seed): whatever
+    the candidate wrote into them during the parity figure is gone. `layout`: the tensors' shapes,
+    strides, dtypes and devices as the stage made them; a candidate that changed them fails
+    `inputs_unchanged`, and strict timing ends there."""
     from kb_agent.evaluator import timing
     from kb_agent.evaluator.thresholds import PARITY_REPLAY_FLOOR, REPLAY_FLOOR
 
-    t = timing.time_strict(ev.new_model, inputs, trials=ev.settings.strict_timed_trials, flusher=flusher,
-                           device=ev.device)  # fmt: skip
+    if _record_altered(ev, inputs, layout, "during the parity figure"):
+        return
+    _write_draw(ev, inputs, ev.settings.seed)
+    try:
+        t = timing.time_strict(ev.new_model, inputs, trials=ev.settings.strict_timed_trials, flusher=flusher,
+                               device=ev.device)  # fmt: skip
+    except timing.InputsAltered as e:
+        ev.checks.record("inputs_unchanged", False, str(e))
+        return
     fresh, wall, after = timing.stats(t.events_ms), timing.stats(t.host_ms), timing.stats(t.after_stream_ms)
     info.settings["strict"] = {
         "trials": len(t.events_ms),
@@ -134,7 +146,8 @@ def strict_timing(ev, info, inputs: list, flusher) -> None:
     }
     # judged before the census calls the candidate again on these tensors (an in-place kernel writes
     # them again there)
-    judge_call(ev, inputs, t.before_last, t.out, "the last timed call")
+    if t.before_last is not None:
+        judge_call(ev, inputs, t.before_last, t.out, "the last timed call")
     t.before_last = t.out = None
     if ev.device.type == "cuda":
         census = timing.stream_census(ev.new_model, inputs)
@@ -173,7 +186,7 @@ def strict_timing(ev, info, inputs: list, flusher) -> None:
                          f"call) but {fresh.median_ms:.4f} ms on fresh values: outputs replayed while the "
                          "inputs stay the same?")  # fmt: skip
     del t
-    checked_call(ev, inputs)
+    checked_call(ev, inputs, layout)
 
 
 def judge_call(ev, inputs: list, before: list, out, what: str) -> None:
@@ -207,38 +220,76 @@ def judge_call(ev, inputs: list, before: list, out, what: str) -> None:
                      "tensors it was timed with?")  # fmt: skip
 
 
-def checked_call(ev, inputs: list) -> None:
+def checked_call(ev, inputs: list, layout: list) -> None:
     """One more call on the tensors the candidate was timed with, after values freshly drawn from
     `get_inputs()` were written into them, outside any timing, judged as the last timed call
     (`judge_call`). Strict timing's fresh values are small offsets of the timed ones; these are new
     draws, under a seed no stage uses and no candidate can know (`strict_info["checked_call_seed"]`), so
     an output replayed for the timed tensors (told apart by identity, address, version or values near
-    the ones it saw) or inputs restored to earlier values are caught. When a drawn tensor differs in
-    shape or dtype from the timed one (a get_inputs() of random sizes), none is written (values of one
-    draw may only fit its own shapes: indices into a tensor of a drawn length) and the floating-point
-    ones get strict timing's small offset instead."""
+    the ones it saw) or inputs restored to earlier values are caught. When the draw does not fit the
+    timed arguments (`_write_draw`: a get_inputs() of random sizes) nothing is written and the
+    floating-point tensors get strict timing's small offset instead. `layout` as in `strict_timing`."""
     from kb_agent.evaluator.compare import flatten_outputs
 
     torch = ev.torch
+    if _record_altered(ev, inputs, layout, "in the last timed call"):
+        return
     seed = random.SystemRandom().randrange(2**31)
     ev.strict_info["checked_call_seed"] = seed
-    set_seed(seed)
-    drawn = flatten_outputs(ev.draw_inputs())
-    timed = flatten_outputs(inputs)
-    fits = len(drawn) == len(timed) and all(_fits(torch, a, d) for a, d in zip(timed, drawn, strict=True))
-    for i, a in enumerate(timed):
-        if isinstance(a, torch.Tensor) and fits:
-            a.copy_(drawn[i])
-        elif isinstance(a, torch.Tensor) and a.is_floating_point():
-            a.add_(torch.empty((), device=a.device, dtype=a.dtype).uniform_(-1e-3, 1e-3))
-        if i < len(drawn):
-            drawn[i] = None  # one drawn tensor fewer alive
-    del drawn, timed
+    if not _write_draw(ev, inputs, seed):
+        for a in flatten_outputs(inputs):
+            if isinstance(a, torch.Tensor) and a.is_floating_point():
+                a.add_(torch.empty((), device=a.device, dtype=a.dtype).uniform_(-1e-3, 1e-3))
     before = ev.clone(inputs)  # the values the call gets, the reference's to change (not the problem's)
     with torch.no_grad():
         out = ev.new_model(*inputs)
         ev.sync()
     judge_call(ev, inputs, before, out, "a call on the timed tensors given freshly drawn values")
+
+
+def _write_draw(ev, inputs: list, seed: int) -> bool:
+    """`get_inputs()` under `seed`, written into the tensors of `inputs` (in place; lists too) when the
+    draw fits them: the same number of arguments, each tensor of the same shape and dtype, every other
+    argument equal (values of one draw may only fit its own sizes: indices below a drawn length or a
+    drawn int). Returns whether it was written; one drawn tensor beside `inputs` at a time."""
+    from kb_agent.evaluator.compare import flatten_outputs
+
+    torch = ev.torch
+    set_seed(seed)
+    drawn = flatten_outputs(ev.draw_inputs())
+    timed = flatten_outputs(inputs)
+    if not (len(drawn) == len(timed) and all(_fits(torch, a, d) for a, d in zip(timed, drawn, strict=True))):
+        return False
+    for i, a in enumerate(timed):
+        if isinstance(a, torch.Tensor):
+            a.copy_(drawn[i])
+        drawn[i] = None
+    return True
+
+
+def _layout(torch, values: list) -> list:
+    from kb_agent.evaluator.compare import flatten_outputs
+
+    return [(tuple(a.shape), a.stride(), a.dtype, a.device) for a in flatten_outputs(values)
+            if isinstance(a, torch.Tensor)]  # fmt: skip
+
+
+def _record_altered(ev, inputs: list, layout: list, when: str) -> bool:
+    """Whether a timed tensor's shape, strides, dtype or device differ from `layout` (the candidate
+    resized or restrided its own input: `resize_`, `as_strided_`, `set_`); if so `inputs_unchanged`
+    fails, naming the first."""
+    current = _layout(ev.torch, inputs)
+    if len(current) != len(layout):
+        ev.checks.record("inputs_unchanged", False, f"the candidate's input tensors went from {len(layout)} to "
+                         f"{len(current)} {when}: it changed a list argument in place")  # fmt: skip
+        return True
+    for i, (now, then) in enumerate(zip(current, layout, strict=True)):
+        if now != then:
+            ev.checks.record("inputs_unchanged", False,
+                             f"input tensor {i} changed {when} from shape {then[0]}, strides {then[1]} to shape "
+                             f"{now[0]}, strides {now[1]}: the candidate resized or restrided its own input")  # fmt: skip
+            return True
+    return False
 
 
 def _fits(torch, timed, drawn) -> bool:
