@@ -510,7 +510,7 @@ def time_strict(
 
     `trials` calls get fresh values: before each (outside the timed window) every input tensor is
     written with the values `args` held when this was called (a copy the candidate never sees), a
-    floating-point one plus a small random offset (`_write_fresh`), so outputs cached or replayed by
+    floating-point one plus small random offsets, one per element (`_write_fresh`, `add_offsets`), so outputs cached or replayed by
     input value, address or version are stale, and whatever the candidate wrote into its inputs is gone. As many calls again, shuffled in among them at random, repeat the previous call's inputs
     unchanged (`repeat_events_ms`): `no_replay` compares the two kinds, timed in one loop under the same
     protocol, so what slows every call alike (launch latency of a tiny kernel, a profiler's callbacks,
@@ -587,9 +587,9 @@ class InputsAltered(Exception):
 
 def _write_fresh(pairs: list, into_base: bool) -> None:
     """Fresh values for a timed call: each timed tensor gets the harness's copy of its values, a
-    floating-point one plus a new random offset (|offset| <= 1e-3), so nothing the candidate wrote into
-    its inputs in an earlier call survives and offsets do not add up. `into_base`: the offset goes into
-    the harness's copy first (which then holds exactly what the call gets).
+    floating-point one plus new random offsets (`add_offsets`), so nothing the candidate wrote into its
+    inputs in an earlier call survives and offsets do not add up. `into_base`: the offsets go into the
+    harness's copy first (which then holds exactly what the call gets).
 
     Raises:
         InputsAltered: a timed tensor's metadata differs from the harness's copy's.
@@ -601,16 +601,33 @@ def _write_fresh(pairs: list, into_base: bool) -> None:
                 f"{tuple(a.shape)}, strides {a.stride()} between timed calls: the candidate resized or "
                 "restrided its own input in place"
             )
-        offset = (
-            torch.empty((), device=a.device, dtype=a.dtype).uniform_(-1e-3, 1e-3) if a.is_floating_point() else None
-        )  # fmt: skip
-        if into_base and offset is not None:
-            b.add_(offset)
+        if into_base and a.is_floating_point():
+            add_offsets(b)
             a.copy_(b)
         else:
             a.copy_(b)
-            if offset is not None:
-                a.add_(offset)
+            if a.is_floating_point():
+                add_offsets(a)
+
+
+OFFSET = 1e-3  # strict timing's fresh values: each element moved by at most this much
+_OFFSET_CHUNK = 1 << 24  # elements of random offsets made at once (64 MiB of fp32)
+
+
+def add_offsets(t: torch.Tensor) -> None:
+    """Add an independent random offset in [-OFFSET, OFFSET] to every element of floating-point `t`, in
+    place, without grad. One offset per element, not one per tensor: with a single constant c a fresh
+    input is the last one plus c, and a candidate can derive its output from a cached one wherever the
+    operation is linear or shift-invariant in c (a matmul, a softmax). Made a chunk at a time where `t`
+    is contiguous, so the extra memory stays small for the largest inputs."""
+    with torch.no_grad():
+        if not t.is_contiguous():
+            t.add_(torch.empty_like(t).uniform_(-OFFSET, OFFSET))
+            return
+        flat = t.view(-1)
+        for start in range(0, flat.numel(), _OFFSET_CHUNK):
+            part = flat[start : start + _OFFSET_CHUNK]
+            part.add_(torch.empty_like(part).uniform_(-OFFSET, OFFSET))
 
 
 # ------------------------------------------------------------------------------ the reproducible figure

@@ -228,7 +228,8 @@ def checked_call(ev, inputs: list, layout: list) -> None:
     an output replayed for the timed tensors (told apart by identity, address, version or values near
     the ones it saw) or inputs restored to earlier values are caught. When the draw does not fit the
     timed arguments (`_write_draw`: a get_inputs() of random sizes) nothing is written and the
-    floating-point tensors get strict timing's small offset instead. `layout` as in `strict_timing`."""
+    floating-point tensors get strict timing's small offsets instead. `layout` as in `strict_timing`."""
+    from kb_agent.evaluator import timing
     from kb_agent.evaluator.compare import flatten_outputs
 
     torch = ev.torch
@@ -239,7 +240,7 @@ def checked_call(ev, inputs: list, layout: list) -> None:
     if not _write_draw(ev, inputs, seed):
         for a in flatten_outputs(inputs):
             if isinstance(a, torch.Tensor) and a.is_floating_point():
-                a.add_(torch.empty((), device=a.device, dtype=a.dtype).uniform_(-1e-3, 1e-3))
+                timing.add_offsets(a)
     before = ev.clone(inputs)  # the values the call gets, the reference's to change (not the problem's)
     with torch.no_grad():
         out = ev.new_model(*inputs)
@@ -260,10 +261,11 @@ def _write_draw(ev, inputs: list, seed: int) -> bool:
     timed = flatten_outputs(inputs)
     if not (len(drawn) == len(timed) and all(_fits(torch, a, d) for a, d in zip(timed, drawn, strict=True))):
         return False
-    for i, a in enumerate(timed):
-        if isinstance(a, torch.Tensor):
-            a.copy_(drawn[i])
-        drawn[i] = None
+    with torch.no_grad():  # (an input that requires grad is written as any other)
+        for i, a in enumerate(timed):
+            if isinstance(a, torch.Tensor):
+                a.copy_(drawn[i])
+            drawn[i] = None
     return True
 
 

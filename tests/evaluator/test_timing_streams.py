@@ -182,3 +182,26 @@ def test_time_strict_separates_a_replay_cheat_from_an_honest_call_that_slows_dow
 
     honest = timing.time_strict(drifting, [x], trials=8, flusher=None, device=torch.device("cpu"))
     assert statistics.median(honest.repeat_events_ms) > 0.5 * statistics.median(honest.events_ms)
+
+
+def test_time_strict_moves_every_element_by_its_own_offset_from_values_the_candidate_never_sees():
+    # one constant per tensor let a candidate derive a fresh call's output from a cached one (a matmul:
+    # C0 + c * colsum(B0) + ...; a softmax: the cached output itself); and whatever it wrote into its
+    # input stayed for the next call
+    x = torch.randn(4096)
+    base = x.clone()
+    seen = []
+
+    def fn(a):
+        seen.append(a.clone())
+        a.fill_(float("nan"))  # spoiled after every call: each fresh call starts from the harness's copy
+        return a
+
+    t = timing.time_strict(fn, [x], trials=4, flusher=None, device=torch.device("cpu"))
+    fresh = [s for s in seen if not s.isnan().any()]
+    assert len(fresh) == 4  # the repeats see what the last call left
+    for s in fresh:
+        delta = s - base
+        # uniform on [-OFFSET, OFFSET] per element: a spread of OFFSET / sqrt(3); one constant: none
+        assert delta.abs().max() <= timing.OFFSET * 1.001 and delta.std() > 0.5 * timing.OFFSET / 3**0.5
+    assert torch.equal(t.before_last[0], fresh[-1])
