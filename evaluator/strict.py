@@ -294,6 +294,13 @@ def same_values(torch_mod, a, b) -> bool:
     return bool(torch_mod.equal(a.isnan(), b.isnan()) and torch_mod.equal(zeroed(a), zeroed(b)))
 
 
+def changed_inputs(torch_mod, after: list, before: list) -> dict:
+    """index -> tensor of `after` for the tensors that differ from `before` (`same_values`); both flat
+    (`compare.flatten_outputs`) and of one length."""
+    return {i: a for i, (a, b) in enumerate(zip(after, before, strict=True))
+            if isinstance(a, torch_mod.Tensor) and not same_values(torch_mod, a, b)}  # fmt: skip
+
+
 def in_place_mismatches(torch_mod, before: list, candidate_after: dict, reference_after: list, atol: float,
                         rtol: float) -> list[int]:  # fmt: skip
     """The inputs a candidate changed in place where the reference's own forward does not allow it.

@@ -41,7 +41,7 @@ def _trial(ev, name: str, inputs: list, seed: int) -> None:
     """One strict trial on `inputs` (which only reach the reference as a clone); what it records goes to
     `ev.checks`. Its tensors die with the call."""
     from kb_agent.evaluator.compare import compare_outputs, flatten_outputs
-    from kb_agent.evaluator.strict import exact_types, relative_error, same_values
+    from kb_agent.evaluator.strict import changed_inputs, exact_types, relative_error
     from kb_agent.evaluator.thresholds import MAX_RELATIVE_ERROR
     from kb_agent.evaluator.timing import early_read
 
@@ -65,8 +65,7 @@ def _trial(ev, name: str, inputs: list, seed: int) -> None:
             del sample
         # the candidate's copy of the inputs dies before the reference's is made (one copy fewer at the
         # peak), but for the inputs it changed, which are held to what the reference does to its own copy
-        changed = {i: a for i, (a, b) in enumerate(zip(flatten_outputs(cand_in), flatten_outputs(inputs), strict=True))
-                   if isinstance(a, torch.Tensor) and not same_values(torch, a, b)}  # fmt: skip
+        changed = changed_inputs(torch, flatten_outputs(cand_in), flatten_outputs(inputs))
         del cand_in
         try:
             ref_in = ev.clone(inputs)

@@ -197,12 +197,11 @@ def judge_call(ev, inputs: list, before: list, out, what: str) -> None:
     reference raises on are no check, nor is the output where the reference's is not finite."""
     from kb_agent.evaluator.compare import compare_outputs, flatten_outputs
     from kb_agent.evaluator.stages.strict_trials import record_in_place
-    from kb_agent.evaluator.strict import same_values
+    from kb_agent.evaluator.strict import changed_inputs
 
     torch = ev.torch
     flat_before = flatten_outputs(before)
-    changed = {i: a for i, (a, b) in enumerate(zip(flatten_outputs(inputs), flat_before, strict=True))
-               if isinstance(a, torch.Tensor) and not same_values(torch, a, b)}  # fmt: skip
+    changed = changed_inputs(torch, flatten_outputs(inputs), flat_before)
     # the reference writes a copy of its own only where the candidate's writes are to be compared with it
     ref_in = ev.clone(before) if changed else before
     with torch.no_grad():
