@@ -53,12 +53,14 @@ STREAM_ESCAPE_SLACK_MS = 0.05
 REPLAY_FLOOR = {"cuda": 0.5, "cpu": 0.1}
 
 # no_parity_replay: the candidate's parity figure (KernelBench's protocol: the same input tensors, never
-# written, in every call) must be at least this fraction of its time on fresh values in strict timing
-# (medians, or else the fastest calls). Looser than REPLAY_FLOOR, since the two figures come from
-# different loops: the widest honest gap recorded between them was the 1-launch ReLU above, 0.0287 ms
-# against 0.0854 ms (0.34, H200, 2026-12-01). A candidate replaying outputs only while its inputs stay
-# the same read 0.024 ms against 19 ms (0.0013, CPU interpreter, 2026-12-06). Not measured on a GPU
-# since this check was added.
+# written, in every call) must be at least this fraction of its time on fresh values in strict timing:
+# the faster of its two judged calls, whose outputs are checked (the median parity call, or else the
+# fastest). Looser than REPLAY_FLOOR, since the figures come from different loops: the widest honest
+# gap recorded between parity and fresh values was the 1-launch ReLU above, 0.0287 ms against 0.0854 ms
+# (0.34, H200, 2026-12-01). A candidate replaying outputs only while its inputs stay the same read
+# 0.024 ms against 19 ms (0.0013, CPU interpreter, 2026-12-06). Every level-1 problem's reference
+# evaluated as its own candidate (tests/bench/bench_honest_strict.py, H200, 2026-12-06, fresh medians):
+# 0.934 at the least, 0.997 the median.
 PARITY_REPLAY_FLOOR = {"cuda": 0.1, "cpu": 0.05}
 
 # ---- the reproducible timing figure (evaluator.timing.time_interleaved). Not strict checks: the fixed

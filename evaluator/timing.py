@@ -476,6 +476,10 @@ class StrictTimes:
         before_last: a copy of the arguments as the last call got them (after its fresh values were
             written, before it ran), for checking its output and what it did to its inputs; None for
             `trials=0`.
+        judged_events_ms: the times of the calls whose outputs are judged: the spot-checked call (where
+            `judge` was given and there were at least two fresh calls), then the last call. Unlike
+            `events_ms`, whose calls nobody checks, these are the times of outputs held to the
+            reference's, once judged (`no_parity_replay` compares the parity figure with them).
     """
 
     events_ms: list[float]
@@ -485,6 +489,7 @@ class StrictTimes:
     out: Any
     repeat_events_ms: list[float] = field(default_factory=list)
     before_last: list | None = None
+    judged_events_ms: list[float] = field(default_factory=list)
 
 
 def work_escaped(events_ms: Sequence[float], after_stream_ms: Sequence[float]) -> bool:
@@ -505,6 +510,8 @@ def time_strict(
     trials: int,
     flusher: L2Flusher | None,
     device: torch.device,
+    judge: Callable[[list, Any], None] | None = None,
+    before_call: Callable[[], None] | None = None,
 ) -> StrictTimes:
     """Strict-mode timing: fresh input values for every call, and the device work the timed stream missed.
 
@@ -519,8 +526,16 @@ def time_strict(
     sample, and then for the whole device (`_sync()`, every stream of this process): that last wait is
     the work moved to another stream or a thread (`after_stream_ms`). On the CPU every figure is the host
     clock around the call. The last call gets fresh values, and a copy of its arguments as it got them
-    is kept (`before_last`) for its output and its inputs to be checked. Tensors inside list or tuple
-    arguments are written too. Holds one copy of the arguments besides them. See `StrictTimes`.
+    is kept (`before_last`) for its output and its inputs to be checked. A candidate can count the
+    fresh calls (each writes its inputs), so it knows which is the last: one more fresh call, drawn at
+    random and written as every other (`spot`), is judged right after it ran: `judge(before, out)` gets
+    the arguments as that call got them (made again from the harness's copy and the call's offsets,
+    whose private generator's seed is kept) and its output, while the next call waits. Tensors inside
+    list or tuple arguments are written too. Holds one copy of the arguments besides them (two while
+    the spot-checked call is judged). `before_call()`, when given, runs before every call, outside the
+    timed window (the stage reseeds the RNGs there, as KernelBench does before each model call, so that
+    a judged call of a model that draws random numbers is compared with the reference's under the same
+    seed). See `StrictTimes`.
 
     Raises:
         InputsAltered: the candidate changed a timed tensor's shape, strides, dtype or device.
@@ -536,18 +551,25 @@ def time_strict(
     cuda = device.type == "cuda"
     # the first and the last call are fresh (the last one's output is checked); the rest, fresh and
     # repeated, in an order the candidate cannot foresee
+    rng = random.SystemRandom()
     middle = [False] * max(0, trials - 2) + [True] * trials
-    random.SystemRandom().shuffle(middle)
+    rng.shuffle(middle)
     plan = [] if trials < 1 else [True, False] if trials == 1 else [False, *middle, False]
+    fresh_before_last = [k for k, repeat in enumerate(plan[:-1]) if not repeat]
+    spot = rng.choice(fresh_before_last) if judge is not None and fresh_before_last else None
+    judged: list[float] = []
     with torch.no_grad():
         for k, repeat in enumerate(plan):
             last = k == len(plan) - 1
+            offsets_seed = rng.randrange(2**63)
             if not repeat:
-                _write_fresh(pairs, into_base=last)
+                _write_fresh(pairs, into_base=last, seed=offsets_seed)
             if last:
                 before_last = base  # its values as the last call gets them (the harness's copy)
             if flusher is not None:
                 flusher()
+            if before_call is not None:
+                before_call()
             if cuda:
                 _sync()
                 start, end, read = (_Event(enable_timing=True) for _ in range(3))
@@ -575,8 +597,16 @@ def time_strict(
                 if not repeat:
                     events.append(host[-1])
                     after.append(0.0)
+            if last or k == spot:
+                judged.append(events[-1])
+            if k == spot:
+                before = clone_args(base)  # the values this call got: the harness's copy plus its offsets
+                _offset_like(before, offsets_seed)
+                judge(before, out)
+                del before
+                out = None
     return StrictTimes(events_ms=events, host_ms=host, after_stream_ms=after, unready=unready, out=out,
-                       repeat_events_ms=repeats, before_last=before_last)  # fmt: skip
+                       repeat_events_ms=repeats, before_last=before_last, judged_events_ms=judged)  # fmt: skip
 
 
 class InputsAltered(Exception):
@@ -585,11 +615,13 @@ class InputsAltered(Exception):
     protocol has them."""
 
 
-def _write_fresh(pairs: list, into_base: bool) -> None:
+def _write_fresh(pairs: list, into_base: bool, seed: int) -> None:
     """Fresh values for a timed call: each timed tensor gets the harness's copy of its values, a
-    floating-point one plus new random offsets (`add_offsets`), so nothing the candidate wrote into its
-    inputs in an earlier call survives and offsets do not add up. `into_base`: the offsets go into the
-    harness's copy first (which then holds exactly what the call gets).
+    floating-point one plus new random offsets (`add_offsets`, from a generator of the harness's own
+    seeded with `seed`, so that `_offset_like` can make the same values again and nothing the candidate
+    does to torch's default generator shows in them), so nothing the candidate wrote into its inputs in
+    an earlier call survives and offsets do not add up. `into_base`: the offsets go into the harness's
+    copy first (which then holds exactly what the call gets).
 
     Raises:
         InputsAltered: a timed tensor's metadata differs from the harness's copy's.
@@ -601,33 +633,60 @@ def _write_fresh(pairs: list, into_base: bool) -> None:
                 f"{tuple(a.shape)}, strides {a.stride()} between timed calls: the candidate resized or "
                 "restrided its own input in place"
             )
+    gens = seeded_generators(seed)
+    for a, b in pairs:
         if into_base and a.is_floating_point():
-            add_offsets(b)
+            add_offsets(b, gens(b.device))
             a.copy_(b)
         else:
             a.copy_(b)
             if a.is_floating_point():
-                add_offsets(a)
+                add_offsets(a, gens(a.device))
+
+
+def _offset_like(values: list, seed: int) -> None:
+    """Add to the floating-point tensors of `values` (a copy of the harness's copy, in place) the offsets
+    `_write_fresh(..., into_base=False, seed=seed)` gave the timed tensors: the values that call got."""
+    from kb_agent.evaluator.compare import flatten_outputs
+
+    gens = seeded_generators(seed)
+    for t in flatten_outputs(values):
+        if isinstance(t, torch.Tensor) and t.is_floating_point():
+            add_offsets(t, gens(t.device))
+
+
+def seeded_generators(seed: int) -> Callable[[torch.device], torch.Generator]:
+    """A generator per device, each seeded with `seed` when first asked for, then drawn on in turn."""
+    made: dict[torch.device, torch.Generator] = {}
+
+    def get(device: torch.device) -> torch.Generator:
+        if device not in made:
+            made[device] = torch.Generator(device=device)
+            made[device].manual_seed(seed)
+        return made[device]
+
+    return get
 
 
 OFFSET = 1e-3  # strict timing's fresh values: each element moved by at most this much
 _OFFSET_CHUNK = 1 << 24  # elements of random offsets made at once (64 MiB of fp32)
 
 
-def add_offsets(t: torch.Tensor) -> None:
+def add_offsets(t: torch.Tensor, generator: torch.Generator | None = None) -> None:
     """Add an independent random offset in [-OFFSET, OFFSET] to every element of floating-point `t`, in
-    place, without grad. One offset per element, not one per tensor: with a single constant c a fresh
-    input is the last one plus c, and a candidate can derive its output from a cached one wherever the
-    operation is linear or shift-invariant in c (a matmul, a softmax). Made a chunk at a time where `t`
-    is contiguous, so the extra memory stays small for the largest inputs."""
+    place, without grad, drawn from `generator` (torch's default one when None). One offset per element,
+    not one per tensor: with a single constant c a fresh input is the last one plus c, and a candidate can
+    derive its output from a cached one wherever the operation is linear or shift-invariant in c (a
+    matmul, a softmax). Made a chunk at a time where `t` is contiguous, so the extra memory stays small
+    for the largest inputs; the same generator state gives the same offsets to tensors of one layout."""
     with torch.no_grad():
         if not t.is_contiguous():
-            t.add_(torch.empty_like(t).uniform_(-OFFSET, OFFSET))
+            t.add_(torch.empty_like(t).uniform_(-OFFSET, OFFSET, generator=generator))
             return
         flat = t.view(-1)
         for start in range(0, flat.numel(), _OFFSET_CHUNK):
             part = flat[start : start + _OFFSET_CHUNK]
-            part.add_(torch.empty_like(part).uniform_(-OFFSET, OFFSET))
+            part.add_(torch.empty_like(part).uniform_(-OFFSET, OFFSET, generator=generator))
 
 
 # ------------------------------------------------------------------------------ the reproducible figure

@@ -50,6 +50,7 @@ def _trial(ev, name: str, inputs: list, seed: int) -> None:
     with torch.no_grad():
         poison_free_memory(ev)
         try:
+            set_seed(seed)  # before each model's call, as in KernelBench's trials (dropout draws the same)
             actual = ev.new_model(*cand_in)
             sample = early_read(actual) if ev.device.type == "cuda" else None  # before any sync
             ev.sync()
@@ -69,6 +70,7 @@ def _trial(ev, name: str, inputs: list, seed: int) -> None:
         del cand_in
         try:
             ref_in = ev.clone(inputs)
+            set_seed(seed)
             expected = ev.ref_model(*ref_in)
             ev.sync()
         except Exception:

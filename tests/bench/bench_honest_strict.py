@@ -15,13 +15,14 @@ thresholds this measures on real problems. Each is evaluated through the public
 Prints one JSON line per problem:
 
     {"problem": "1/19", "status": "rejected", "other_failures": [...], "reason": …, "seconds": …,
-     "speedup": …, "parity_over_fresh": …, "repeat_over_fresh": …}
+     "speedup": …, "parity_over_fresh": …, "parity_over_judged": …, "repeat_over_fresh": …}
 
 (`reason` only where the status is neither rejected for `NO_KERNEL_CHECKS` alone nor correct), then a
 summary line `{"summary": {"n": …, "status": {status: count}, "other_failures": {check: count},
-"parity_over_fresh": {"min": …, "p05": …, "median": …}, "repeat_over_fresh": {…}}}`.
-`parity_over_fresh` is the parity median over strict timing's fresh-value median (the figure the
-`no_parity_replay` check holds to `thresholds.PARITY_REPLAY_FLOOR`), `repeat_over_fresh` the repeated-input
+"parity_over_fresh": {"min": …, "p05": …, "median": …}, "parity_over_judged": {…}, "repeat_over_fresh": {…}}}`.
+`parity_over_judged` is the parity median over the faster of strict timing's judged calls (the figure
+the `no_parity_replay` check holds to `thresholds.PARITY_REPLAY_FLOOR`), `parity_over_fresh` over the
+median of all its fresh-value calls, `repeat_over_fresh` the repeated-input
 median over it (`no_replay`, `thresholds.REPLAY_FLOOR`): how far each honest candidate is from its floor.
 No problem starts once fewer than the median seconds of one evaluation so far are left in --budget-s;
 those are named in the summary's `skipped`.
@@ -69,6 +70,7 @@ def record(key: str, result, seconds: float) -> dict:
         "seconds": round(seconds, 2),
         "speedup": result.speedup,
         "parity_over_fresh": strict.get("parity_over_fresh"),
+        "parity_over_judged": strict.get("parity_over_judged"),
         "repeat_over_fresh": strict["repeat_median_ms"] / fresh
         if fresh and "repeat_median_ms" in strict
         else None,
@@ -116,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         "status": dict(collections.Counter(r["status"] for r in rows)),
         "other_failures": dict(collections.Counter(c for r in rows for c in r["other_failures"])),
         "parity_over_fresh": spread([r["parity_over_fresh"] for r in rows if r["parity_over_fresh"]]),
+        "parity_over_judged": spread([r["parity_over_judged"] for r in rows if r["parity_over_judged"]]),
         "repeat_over_fresh": spread([r["repeat_over_fresh"] for r in rows if r["repeat_over_fresh"]]),
         "skipped": skipped,
     }})  # fmt: skip

@@ -23,5 +23,7 @@ def test_toy_references_fail_only_the_no_kernel_checks(tmp_path, capsys):
     assert len(rows) == summary["n"] == 5 and not summary["skipped"]
     for row in rows:
         assert row["status"] == "rejected" and row["other_failures"] == [], row
-        assert row["parity_over_fresh"] > 0 and row["repeat_over_fresh"] > 0, row
+        assert (
+            row["parity_over_fresh"] > 0 and row["parity_over_judged"] > 0 and row["repeat_over_fresh"] > 0
+        ), row
     assert capsys.readouterr().out.count("\n") == 6  # one line per problem and the summary

@@ -149,10 +149,11 @@ def forward(self, x):
 
 def test_a_candidate_replaying_its_output_for_values_near_the_ones_it_saw_is_rejected(tmp_path):
     # it computes on every new draw (the checked call's too) and replays through strict timing's small
-    # offsets: the last timed call's output is checked as well (it was not in f9c7432)
+    # offsets: the last timed call's output is checked as well (it was not in f9c7432), and one fresh
+    # call drawn at random, whichever fails first
     r = run(problem(tmp_path, "return [torch.randn(16, 1024)]"), REPLAY_NEAR_SEEN_VALUES)
     assert r.status == Status.REJECTED, r.message
-    assert "the last timed call" in r.strict["checks"]["timing_outputs"]["detail"]
+    assert "timed call" in r.strict["checks"]["timing_outputs"]["detail"]
     assert isinstance(r.strict["checked_call_seed"], int)
 
 
@@ -372,3 +373,55 @@ def test_a_write_counts_unless_the_reference_writes_the_same_values():
     assert in_place_mismatches(torch, before, {0: relu + 1.0}, ref_after, 1e-4, 1e-4) == [0]
     assert in_place_mismatches(torch, before, {1: before[1] * 2}, ref_after, 1e-4, 1e-4) == [1]
     assert in_place_mismatches(torch, before, {0: relu[:1]}, ref_after, 1e-4, 1e-4) == [0]
+
+
+COUNT_FRESH_CALLS = """
+def __init__(self):
+    super().__init__()
+    self.key = self.out = None
+    self.writes = 0
+
+def forward(self, x):
+    key = (x.data_ptr(), x._version)
+    if self.key is not None and key[0] == self.key[0] and key[1] != self.key[1]:
+        self.writes += 1  # strict timing wrote fresh values into the timed tensor
+    if self.key is not None and key[0] == self.key[0] and self.writes < {fresh_calls}:
+        self.key = key
+        return self.out  # every parity call, and every fresh call but the last (stale, unjudged there)
+    for _ in range(8):  # work worth replaying
+        y = relu_into(x.contiguous(), torch.empty_like(x))
+    self.key, self.out = key, y
+    return y
+"""
+
+
+@pytest.mark.slow
+def test_a_candidate_that_counts_the_fresh_calls_and_computes_only_the_last_is_rejected(tmp_path):
+    # it knows the last fresh call is judged (strict_timed_trials is no secret and each fresh call writes
+    # its inputs), so it replayed the parity figure and returned stale outputs for every other fresh
+    # call: the fresh-value median was a replay's too, and no_parity_replay, no_replay and the last
+    # call's check all passed (found 2026-12-06). One fresh call drawn at random is judged as well
+    body = COUNT_FRESH_CALLS.format(fresh_calls=EvalSettings().strict_timed_trials)
+    r = run(problem(tmp_path, "return [torch.randn(16, 1024)]"), body)
+    assert r.status == Status.REJECTED, r.message
+    detail = r.strict["checks"]["timing_outputs"]["detail"]
+    assert "drawn at random" in detail, detail
+    judged = r.timing.settings["strict"]["judged_events_ms"]
+    assert len(judged) == 2 and all(t > 0 for t in judged)
+
+
+DROPOUT_RELU = """
+def forward(self, x):
+    return torch.nn.functional.dropout(relu_into(x.contiguous(), torch.empty_like(x)), p=0.2, training=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_candidate_of_a_reference_that_draws_random_numbers_passes_when_it_draws_them_alike(tmp_path):
+    # KernelBench seeds the RNGs before each model's call, so dropout in training mode draws the same mask
+    # in both; strict mode's extra trials and judged calls did not, and rejected this honest candidate
+    # (trial_candidate_first, relative_error, timing_outputs: found on KernelBench 2/66)
+    prob = problem(tmp_path, "return [torch.randn(16, 1024)]",
+                   forward="torch.nn.functional.dropout(torch.relu(x), p=0.2, training=True)")  # fmt: skip
+    r = run(prob, DROPOUT_RELU)
+    assert r.status == Status.CORRECT, r.message

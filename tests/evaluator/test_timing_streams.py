@@ -205,3 +205,23 @@ def test_time_strict_moves_every_element_by_its_own_offset_from_values_the_candi
         # uniform on [-OFFSET, OFFSET] per element: a spread of OFFSET / sqrt(3); one constant: none
         assert delta.abs().max() <= timing.OFFSET * 1.001 and delta.std() > 0.5 * timing.OFFSET / 3**0.5
     assert torch.equal(t.before_last[0], fresh[-1])
+
+
+def test_time_strict_judges_one_fresh_call_drawn_at_random_with_the_values_it_got():
+    x = torch.randn(4096)
+    seen = []
+
+    def fn(a):
+        seen.append((a._version, a.clone()))
+        return a * 2
+
+    judged = []
+    t = timing.time_strict(fn, [x], trials=6, flusher=None, device=torch.device("cpu"),
+                           judge=lambda before, out: judged.append((before, out)))  # fmt: skip
+    assert len(judged) == 1 and len(t.judged_events_ms) == 2
+    (before,), out = judged[0]
+    # the values of one of the fresh calls but the last, made again from the harness's copy and offsets
+    fresh = [v for (ver, v), (prev, _) in zip(seen[1:], seen[:-1], strict=True) if ver != prev]
+    assert any(torch.equal(before, v) for v in [seen[0][1], *fresh[:-1]])
+    assert torch.equal(out, before * 2)
+    assert t.judged_events_ms[-1] == t.events_ms[-1]
