@@ -223,12 +223,14 @@ def check_custom_kernels(ev) -> None:
     unchanged, poison_error, out = None, None, None
     try:
         with torch.no_grad(), probe.passing("poison") as poisoned:
+            set_seed(seed + 2)  # both models draw alike (dropout), so only the poison tells them apart
             out = ev.new_model(*ev.clone(other))
             ev.sync()
     except Exception as e:  # the poisoned values reached the candidate's control flow: they matter
         poison_error = f"{type(e).__name__}: {str(e)[:200]}"
     if poison_error is None:
         with torch.no_grad():
+            set_seed(seed + 2)
             expected = ev.ref_model(*ev.clone(other))
         unchanged = output_unchanged(torch, out, expected, ev.atol, ev.rtol)
         del expected

@@ -408,20 +408,3 @@ def test_a_candidate_that_counts_the_fresh_calls_and_computes_only_the_last_is_r
     assert "drawn at random" in detail, detail
     judged = r.timing.settings["strict"]["judged_events_ms"]
     assert len(judged) == 2 and all(t > 0 for t in judged)
-
-
-DROPOUT_RELU = """
-def forward(self, x):
-    return torch.nn.functional.dropout(relu_into(x.contiguous(), torch.empty_like(x)), p=0.2, training=True)
-"""
-
-
-@pytest.mark.slow
-def test_a_candidate_of_a_reference_that_draws_random_numbers_passes_when_it_draws_them_alike(tmp_path):
-    # KernelBench seeds the RNGs before each model's call, so dropout in training mode draws the same mask
-    # in both; strict mode's extra trials and judged calls did not, and rejected this honest candidate
-    # (trial_candidate_first, relative_error, timing_outputs: found on KernelBench 2/66)
-    prob = problem(tmp_path, "return [torch.randn(16, 1024)]",
-                   forward="torch.nn.functional.dropout(torch.relu(x), p=0.2, training=True)")  # fmt: skip
-    r = run(prob, DROPOUT_RELU)
-    assert r.status == Status.CORRECT, r.message
