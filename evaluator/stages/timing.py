@@ -33,7 +33,8 @@ def run(ev) -> None:
             info.settings["l2_flush_bytes"] = flusher.nbytes
             kw = dict(warmup=st.warmup, discard=st.discard, trials=st.timed_trials, flusher=flusher)
             info.reference = timing.stats(timing.time_parity(ev.ref_model, ref_in, **kw))
-            info.candidate = timing.stats(timing.time_parity(ev.new_model, new_in, **kw))
+            parity_ms = timing.time_parity(ev.new_model, new_in, **kw)
+            info.candidate = timing.stats(parity_ms)
             if st.device_timing:
                 method, times = timing.time_device(
                     {"reference": (ev.ref_model, ref_in), "candidate": (ev.new_model, new_in)},
@@ -56,7 +57,8 @@ def run(ev) -> None:
             kw = dict(warmup=min(st.warmup, 1), trials=max(1, min(st.timed_trials, 5)))
             info.settings.update(kw, flush_l2=False)
             info.reference = timing.stats(timing.time_cpu(ev.ref_model, ref_in, **kw))
-            info.candidate = timing.stats(timing.time_cpu(ev.new_model, new_in, **kw))
+            parity_ms = timing.time_cpu(ev.new_model, new_in, **kw)
+            info.candidate = timing.stats(parity_ms)
         if st.repro_on(ev.device.type):  # the reproducible figure, beside parity (evaluator.timing)
             timing.time_repro(info, {"reference": (ev.ref_model, ref_in), "candidate": (ev.new_model, new_in)}, st,
                               device=ev.device, flusher=flusher if ev.device.type == "cuda" else None,
@@ -64,7 +66,7 @@ def run(ev) -> None:
         graphs.clear()  # their memory pools, before strict timing draws fresh inputs
         del ref_in  # nor the reference's inputs: strict timing times the candidate on its own (new_in)
         if ev.strict:
-            strict_timing(ev, info, new_in, flusher if ev.device.type == "cuda" else None, layout)
+            strict_timing(ev, info, new_in, flusher if ev.device.type == "cuda" else None, layout, parity_ms)
     except BaseException as e:  # noqa: BLE001
         raise ev.runtime_verdict(e, "timing the candidate") from None
     info.speedup = info.reference.mean_ms / info.candidate.mean_ms
@@ -114,16 +116,17 @@ def record_library_share(ev, prof, custom_by: str) -> None:
                          "kernel of their own: every kernel of the forward ran inside a PyTorch/library op")  # fmt: skip
 
 
-def strict_timing(ev, info, inputs: list, flusher, layout: list) -> None:
+def strict_timing(ev, info, inputs: list, flusher, layout: list, parity_ms: list[float]) -> None:
     """Fresh input values per timed call (`inputs`, the candidate's, are changed in place); the device work
     the timed stream did not wait for, and outputs not ready on the current stream when the call returned;
     then one call on freshly drawn values, checked against the reference (`checked_call`). First the
     timed tensors get the timing draw's values again (`get_inputs()` under the stage's seed): whatever
     the candidate wrote into them during the parity figure is gone. `layout`: the tensors' shapes,
     strides, dtypes and devices as the stage made them; a candidate that changed them fails
-    `inputs_unchanged`, and strict timing ends there."""
+    `inputs_unchanged`, and strict timing ends there. `parity_ms`: the candidate's parity figure, per call
+    (ms), for `no_parity_replay`."""
     from kb_agent.evaluator import timing
-    from kb_agent.evaluator.thresholds import PARITY_REPLAY_FLOOR, REPLAY_FLOOR
+    from kb_agent.evaluator.thresholds import PARITY_REPLAY_FLOOR, PARITY_REPLAY_SHARE, REPLAY_FLOOR
 
     if _record_altered(ev, inputs, layout, "during the parity figure"):
         return
@@ -179,12 +182,13 @@ def strict_timing(ev, info, inputs: list, flusher, layout: list) -> None:
                        f"{repeated.median_ms:.4f} ms per call on repeated inputs but "
                        f"{fresh.median_ms:.4f} ms on fresh values (one loop, calls shuffled): outputs "
                        "cached or replayed?")  # fmt: skip
-    # the parity figure (the headline speedup's) times the same tensors at the same version in every
-    # call: an output replayed there, and computed honestly on fresh values, shows as a parity figure
-    # far below the fresh-value one (thresholds.PARITY_REPLAY_FLOOR). The fresh-value figure it is held
-    # to is that of the judged calls (the faster of the two): a candidate that counts the fresh calls
-    # can return stale outputs in all but the last, and the median of every fresh call would then be a
-    # replay's too
+    # the parity figure (the headline speedup's, a mean) times the same tensors at the same version in
+    # every call: an output replayed there, and computed honestly on fresh values, makes parity calls
+    # far faster than the fresh-value ones (thresholds.PARITY_REPLAY_FLOOR); a few of them are allowed,
+    # not the share that would move the mean (PARITY_REPLAY_SHARE; a replay in one call of three moved
+    # it by a third and left the median alone). The fresh-value figure they are held to is that of the
+    # judged calls (the faster of the two): a candidate that counts the fresh calls can return stale
+    # outputs in all but the last, and the median of every fresh call would then be a replay's too
     parity, pfloor = info.candidate, PARITY_REPLAY_FLOOR[ev.device.type]
     judged = min(t.judged_events_ms, default=0.0)
     info.settings["strict"]["judged_events_ms"] = t.judged_events_ms
@@ -192,11 +196,12 @@ def strict_timing(ev, info, inputs: list, flusher, layout: list) -> None:
         info.settings["strict"]["parity_over_fresh"] = parity.median_ms / fresh.median_ms
     if parity is not None and judged > 0:
         info.settings["strict"]["parity_over_judged"] = parity.median_ms / judged
-        honest = parity.median_ms >= pfloor * judged or parity.min_ms >= pfloor * judged
-        ev.checks.record("no_parity_replay", honest,
-                         f"{parity.median_ms:.4f} ms per call in the parity figure (the same inputs every "
-                         f"call) but {judged:.4f} ms for a judged call on fresh values: outputs replayed "
-                         "while the inputs stay the same?")  # fmt: skip
+        fast = sum(ms < pfloor * judged for ms in parity_ms)
+        info.settings["strict"]["parity_calls_under_floor"] = fast
+        ev.checks.record("no_parity_replay", fast <= PARITY_REPLAY_SHARE * len(parity_ms),
+                         f"{fast} of {len(parity_ms)} calls of the parity figure (the same inputs every call; "
+                         f"median {parity.median_ms:.4f} ms) took under {pfloor:g} x the {judged:.4f} ms of a "
+                         "judged call on fresh values: outputs replayed while the inputs stay the same?")  # fmt: skip
     del t
     checked_call(ev, inputs, layout)
 
