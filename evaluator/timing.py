@@ -480,6 +480,7 @@ class StrictTimes:
             `judge` was given and there were at least two fresh calls), then the last call. Unlike
             `events_ms`, whose calls nobody checks, these are the times of outputs held to the
             reference's, once judged (`no_parity_replay` compares the parity figure with them).
+        last_seed: the seed `before_call` was given before the last call (None without `before_call`).
     """
 
     events_ms: list[float]
@@ -490,6 +491,7 @@ class StrictTimes:
     repeat_events_ms: list[float] = field(default_factory=list)
     before_last: list | None = None
     judged_events_ms: list[float] = field(default_factory=list)
+    last_seed: int | None = None
 
 
 def work_escaped(events_ms: Sequence[float], after_stream_ms: Sequence[float]) -> bool:
@@ -510,8 +512,8 @@ def time_strict(
     trials: int,
     flusher: L2Flusher | None,
     device: torch.device,
-    judge: Callable[[list, Any], None] | None = None,
-    before_call: Callable[[], None] | None = None,
+    judge: Callable[[list, Any, int], None] | None = None,
+    before_call: Callable[[int], None] | None = None,
 ) -> StrictTimes:
     """Strict-mode timing: fresh input values for every call, and the device work the timed stream missed.
 
@@ -528,14 +530,15 @@ def time_strict(
     clock around the call. The last call gets fresh values, and a copy of its arguments as it got them
     is kept (`before_last`) for its output and its inputs to be checked. A candidate can count the
     fresh calls (each writes its inputs), so it knows which is the last: one more fresh call, drawn at
-    random and written as every other (`spot`), is judged right after it ran: `judge(before, out)` gets
-    the arguments as that call got them (made again from the harness's copy and the call's offsets,
-    whose private generator's seed is kept) and its output, while the next call waits. Tensors inside
-    list or tuple arguments are written too. Holds one copy of the arguments besides them (two while
-    the spot-checked call is judged). `before_call()`, when given, runs before every call, outside the
-    timed window (the stage reseeds the RNGs there, as KernelBench does before each model call, so that
-    a judged call of a model that draws random numbers is compared with the reference's under the same
-    seed). See `StrictTimes`.
+    random and written as every other (`spot`), is judged right after it ran: `judge(before, out, seed)`
+    gets the arguments as that call got them (made again from the harness's copy and the call's
+    offsets, whose private generator's seed is kept), its output and the seed `before_call` was given
+    for it, while the next call waits. Tensors inside list or tuple arguments are written too. Holds one
+    copy of the arguments besides them (two while the spot-checked call is judged). `before_call(seed)`,
+    when given, runs before every call, outside the timed window, with a seed drawn at random for that
+    call (the stage seeds the RNGs with it, as KernelBench does before each model call, so that a judged
+    call of a model that draws random numbers is compared with the reference's under the same seed; a
+    fixed seed would let a candidate reuse draws it made once for it). See `StrictTimes`.
 
     Raises:
         InputsAltered: the candidate changed a timed tensor's shape, strides, dtype or device.
@@ -547,7 +550,7 @@ def time_strict(
              if isinstance(a, torch.Tensor)]  # fmt: skip
     events, host, after, repeats = [], [], [], []
     unready = 0
-    out = before_last = None
+    out = before_last = last_seed = None
     cuda = device.type == "cuda"
     # the first and the last call are fresh (the last one's output is checked); the rest, fresh and
     # repeated, in an order the candidate cannot foresee
@@ -561,7 +564,7 @@ def time_strict(
     with torch.no_grad():
         for k, repeat in enumerate(plan):
             last = k == len(plan) - 1
-            offsets_seed = rng.randrange(2**63)
+            offsets_seed, call_seed = rng.randrange(2**63), rng.randrange(2**31)
             if not repeat:
                 _write_fresh(pairs, into_base=last, seed=offsets_seed)
             if last:
@@ -569,7 +572,9 @@ def time_strict(
             if flusher is not None:
                 flusher()
             if before_call is not None:
-                before_call()
+                before_call(call_seed)
+            if last:
+                last_seed = call_seed
             if cuda:
                 _sync()
                 start, end, read = (_Event(enable_timing=True) for _ in range(3))
@@ -602,11 +607,12 @@ def time_strict(
             if k == spot:
                 before = clone_args(base)  # the values this call got: the harness's copy plus its offsets
                 _offset_like(before, offsets_seed)
-                judge(before, out)
+                judge(before, out, call_seed)
                 del before
                 out = None
     return StrictTimes(events_ms=events, host_ms=host, after_stream_ms=after, unready=unready, out=out,
-                       repeat_events_ms=repeats, before_last=before_last, judged_events_ms=judged)  # fmt: skip
+                       repeat_events_ms=repeats, before_last=before_last, judged_events_ms=judged,
+                       last_seed=last_seed)  # fmt: skip
 
 
 class InputsAltered(Exception):

@@ -131,14 +131,13 @@ def strict_timing(ev, info, inputs: list, flusher, layout: list, parity_ms: list
     if _record_altered(ev, inputs, layout, "during the parity figure"):
         return
     _write_draw(ev, inputs, ev.settings.seed)
-    seed = ev.settings.seed  # every timed call and the reference's judged ones start from it
 
-    def spot_check(before: list, out) -> None:
+    def spot_check(before: list, out, seed: int) -> None:
         judge_call(ev, inputs, before, out, "a timed call on fresh values, drawn at random", seed=seed)
 
     try:
         t = timing.time_strict(ev.new_model, inputs, trials=ev.settings.strict_timed_trials, flusher=flusher,
-                               device=ev.device, judge=spot_check, before_call=lambda: set_seed(seed))  # fmt: skip
+                               device=ev.device, judge=spot_check, before_call=set_seed)  # fmt: skip
     except timing.InputsAltered as e:
         ev.checks.record("inputs_unchanged", False, str(e))
         return
@@ -155,7 +154,7 @@ def strict_timing(ev, info, inputs: list, flusher, layout: list, parity_ms: list
     # judged before the census calls the candidate again on these tensors (an in-place kernel writes
     # them again there)
     if t.before_last is not None:
-        judge_call(ev, inputs, t.before_last, t.out, "the last timed call", seed=seed)
+        judge_call(ev, inputs, t.before_last, t.out, "the last timed call", seed=t.last_seed)
     t.before_last = t.out = None
     if ev.device.type == "cuda":
         census = timing.stream_census(ev.new_model, inputs)
@@ -210,7 +209,8 @@ def judge_call(ev, inputs: list, before: list, out, what: str, seed: int) -> Non
     """The checks of one call of the candidate outside the correctness trials: `inputs` as the call left
     them, `before` a copy of them as it got them, `out` its output. The output must match the reference's
     on `before` (`timing_outputs`), and the call must not have written its inputs where the reference
-    does not (`inputs_unchanged`, `strict_trials.record_in_place`). As in the strict trials, values the
+    does not (`inputs_unchanged`, `strict_trials.record_in_place`), and it must be a plain tensor
+    (`exact_type`). As in the strict trials, values the
     reference raises on are no check, nor is the output where the reference's is not finite. `seed`: the
     seed the RNGs had before the candidate's call, set again before the reference's (KernelBench's
     rule, so that a model drawing random numbers, dropout in training mode, meets the same draws)."""
@@ -219,6 +219,15 @@ def judge_call(ev, inputs: list, before: list, out, what: str, seed: int) -> Non
     from kb_agent.evaluator.strict import changed_inputs
 
     torch = ev.torch
+    # a plain tensor, as in the strict trials (`exact_type`): a subclass can compute when it is first
+    # read, after the timed window, here (checked by type alone, before anything reads it)
+    lazy = {
+        type(t).__name__
+        for t in flatten_outputs(out)
+        if isinstance(t, torch.Tensor) and type(t) is not torch.Tensor
+    }
+    ev.checks.record("exact_type", not lazy, f"the output of {what} was a {', '.join(sorted(lazy))}, not a plain "
+                     "torch.Tensor: work deferred until the output is read?" if lazy else "")  # fmt: skip
     flat_before = flatten_outputs(before)
     changed = changed_inputs(torch, flatten_outputs(inputs), flat_before)
     # the reference writes a copy of its own only where the candidate's writes are to be compared with it

@@ -437,3 +437,45 @@ def test_a_candidate_that_counts_the_fresh_calls_and_computes_only_the_last_is_r
     assert "drawn at random" in detail, detail
     judged = r.timing.settings["strict"]["judged_events_ms"]
     assert len(judged) == 2 and all(t > 0 for t in judged)
+
+
+DEFERRED_WHEN_TIMED = """
+class Deferred(torch.Tensor):
+    # computes its values when a torch function first reads it
+    @staticmethod
+    def __new__(cls, buf, fill):
+        t = torch.Tensor._make_subclass(cls, buf, False)
+        t._fill = fill
+        return t
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        for a in list(args) + list((kwargs or {}).values()):
+            if isinstance(a, cls) and getattr(a, "_fill", None) is not None:
+                fill, a._fill = a._fill, None
+                fill()
+        with torch._C.DisableTorchFunctionSubclass():
+            return func(*args, **(kwargs or {}))
+
+def __init__(self):
+    super().__init__()
+    self.last = None
+
+def forward(self, x):
+    timed, self.last = self.last is x, x  # the same tensor again: the timing stage
+    x = x.contiguous()
+    if not timed:
+        return relu_into(x, torch.empty_like(x))
+    buf = torch.empty_like(x)
+    return self.Deferred(buf, lambda: relu_into(x, buf))
+"""
+
+
+@pytest.mark.slow
+def test_a_timed_output_that_computes_when_it_is_read_is_rejected(tmp_path):
+    # plain tensors wherever it is given new ones; where the timing stage calls it again, a subclass
+    # that runs the kernel when the judge first reads it, after the timed window (parity computed
+    # nothing at all): exact_type was checked in the strict trials only (found 2026-12-06, 19x)
+    r = run(problem(tmp_path, "return [torch.randn(16, 1024)]"), DEFERRED_WHEN_TIMED)
+    assert r.status == Status.REJECTED, r.message
+    assert "Deferred" in r.strict["checks"]["exact_type"]["detail"]

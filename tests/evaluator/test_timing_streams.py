@@ -217,7 +217,7 @@ def test_time_strict_judges_one_fresh_call_drawn_at_random_with_the_values_it_go
 
     judged = []
     t = timing.time_strict(fn, [x], trials=6, flusher=None, device=torch.device("cpu"),
-                           judge=lambda before, out: judged.append((before, out)))  # fmt: skip
+                           judge=lambda before, out, seed: judged.append((before, out)))  # fmt: skip
     assert len(judged) == 1 and len(t.judged_events_ms) == 2
     (before,), out = judged[0]
     # the values of one of the fresh calls but the last, made again from the harness's copy and offsets
@@ -225,3 +225,20 @@ def test_time_strict_judges_one_fresh_call_drawn_at_random_with_the_values_it_go
     assert any(torch.equal(before, v) for v in [seen[0][1], *fresh[:-1]])
     assert torch.equal(out, before * 2)
     assert t.judged_events_ms[-1] == t.events_ms[-1]
+
+
+def test_time_strict_seeds_every_call_anew_and_tells_the_judge_which_seed_its_call_had():
+    # a fixed seed before every timed call let a candidate reuse random draws it made once for that
+    # seed (a dropout mask) exactly where the calls are judged (found 2026-12-06)
+    x = torch.randn(1024)
+    seeds, seen_by_call, judged = [], [], []
+
+    def fn(a):
+        seen_by_call.append(torch.initial_seed())
+        return a + 1
+
+    t = timing.time_strict(fn, [x], trials=6, flusher=None, device=torch.device("cpu"),
+                           judge=lambda before, out, seed: judged.append(seed),
+                           before_call=lambda seed: (seeds.append(seed), torch.manual_seed(seed)))  # fmt: skip
+    assert seen_by_call == seeds and len(set(seeds)) == len(seeds) == 12
+    assert len(judged) == 1 and judged[0] in seeds[:-1] and t.last_seed == seeds[-1]
