@@ -514,13 +514,18 @@ def time_strict(
     device: torch.device,
     judge: Callable[[list, Any, int], None] | None = None,
     before_call: Callable[[int], None] | None = None,
+    draw: Callable[[int], list | None] | None = None,
 ) -> StrictTimes:
     """Strict-mode timing: fresh input values for every call, and the device work the timed stream missed.
 
     `trials` calls get fresh values: before each (outside the timed window) every input tensor is
-    written with the values `args` held when this was called (a copy the candidate never sees), a
-    floating-point one plus small random offsets, one per element (`_write_fresh`, `add_offsets`), so outputs cached or replayed by
-    input value, address or version are stale, and whatever the candidate wrote into its inputs is gone. As many calls again, shuffled in among them at random, repeat the previous call's inputs
+    written with new values, so outputs cached or replayed by input value, address or version are
+    stale, and whatever the candidate wrote into its inputs is gone. The values are `draw(seed)`, a new
+    set of arguments under a seed drawn at random (the stage's `get_inputs()`: the problem's own
+    distribution, so the structure it guarantees, a symmetric or triangular matrix, holds), written in
+    place (`_write_drawn`); where `draw` is None or returns None (a draw of other sizes) they are the
+    values `args` held when this was called (a copy the candidate never sees), a floating-point tensor
+    plus small random offsets, one per element (`_write_fresh`, `add_offsets`). As many calls again, shuffled in among them at random, repeat the previous call's inputs
     unchanged (`repeat_events_ms`): `no_replay` compares the two kinds, timed in one loop under the same
     protocol, so what slows every call alike (launch latency of a tiny kernel, a profiler's callbacks,
     another process on the GPU) slows both. On CUDA each call is timed with events on the current stream;
@@ -531,10 +536,11 @@ def time_strict(
     is kept (`before_last`) for its output and its inputs to be checked. A candidate can count the
     fresh calls (each writes its inputs), so it knows which is the last: one more fresh call, drawn at
     random and written as every other (`spot`), is judged right after it ran: `judge(before, out, seed)`
-    gets the arguments as that call got them (made again from the harness's copy and the call's
-    offsets, whose private generator's seed is kept), its output and the seed `before_call` was given
-    for it, while the next call waits. Tensors inside list or tuple arguments are written too. Holds one
-    copy of the arguments besides them (two while the spot-checked call is judged). `before_call(seed)`,
+    gets the arguments as that call got them (the draw itself, or made again from the harness's copy
+    and the call's offsets, whose private generator's seed is kept), its output and the seed
+    `before_call` was given for it, while the next call waits. Tensors inside list or tuple arguments
+    are written too. Holds one copy of the arguments besides them, and a draw while one is written or
+    judged. `before_call(seed)`,
     when given, runs before every call, outside the timed window, with a seed drawn at random for that
     call (the stage seeds the RNGs with it, as KernelBench does before each model call, so that a judged
     call of a model that draws random numbers is compared with the reference's under the same seed; a
@@ -545,16 +551,18 @@ def time_strict(
     """
     from kb_agent.evaluator.compare import clone_args, flatten_outputs
 
-    base = clone_args(list(args))  # the harness's own copy: what every fresh call's values are made from
-    pairs = [(a, b) for a, b in zip(flatten_outputs(list(args)), flatten_outputs(base), strict=True)
-             if isinstance(a, torch.Tensor)]  # fmt: skip
+    timed = [a for a in flatten_outputs(list(args)) if isinstance(a, torch.Tensor)]
+    layout = [_layout_of(a) for a in timed]
+    rng = random.SystemRandom()
+    # the harness's own copy, what a fresh call's values are made from where no draw fits
+    base = clone_args(list(args))
+    pairs = list(zip(timed, (b for b in flatten_outputs(base) if isinstance(b, torch.Tensor)), strict=True))
     events, host, after, repeats = [], [], [], []
     unready = 0
     out = before_last = last_seed = None
     cuda = device.type == "cuda"
     # the first and the last call are fresh (the last one's output is checked); the rest, fresh and
     # repeated, in an order the candidate cannot foresee
-    rng = random.SystemRandom()
     middle = [False] * max(0, trials - 2) + [True] * trials
     rng.shuffle(middle)
     plan = [] if trials < 1 else [True, False] if trials == 1 else [False, *middle, False]
@@ -565,10 +573,15 @@ def time_strict(
         for k, repeat in enumerate(plan):
             last = k == len(plan) - 1
             offsets_seed, call_seed = rng.randrange(2**63), rng.randrange(2**31)
-            if not repeat:
+            # the values this call gets, where they are a draw; None where it does not fit (a get_inputs()
+            # of random sizes) and the harness's copy gets offsets instead
+            given = draw(rng.randrange(2**31)) if draw is not None and not repeat else None
+            if given is not None:
+                _write_drawn(timed, layout, given)
+            elif not repeat:
                 _write_fresh(pairs, into_base=last, seed=offsets_seed)
             if last:
-                before_last = base  # its values as the last call gets them (the harness's copy)
+                before_last = given if given is not None else base  # its values as the last call gets them
             if flusher is not None:
                 flusher()
             if before_call is not None:
@@ -605,11 +618,12 @@ def time_strict(
             if last or k == spot:
                 judged.append(events[-1])
             if k == spot:
-                before = clone_args(base)  # the values this call got: the harness's copy plus its offsets
-                _offset_like(before, offsets_seed)
-                judge(before, out, call_seed)
-                del before
+                if given is None:  # the values this call got: the harness's copy plus its offsets
+                    given = clone_args(base)
+                    _offset_like(given, offsets_seed)
+                judge(given, out, call_seed)
                 out = None
+            given = None
     return StrictTimes(events_ms=events, host_ms=host, after_stream_ms=after, unready=unready, out=out,
                        repeat_events_ms=repeats, before_last=before_last, judged_events_ms=judged,
                        last_seed=last_seed)  # fmt: skip
@@ -648,6 +662,32 @@ def _write_fresh(pairs: list, into_base: bool, seed: int) -> None:
             a.copy_(b)
             if a.is_floating_point():
                 add_offsets(a, gens(a.device))
+
+
+def _layout_of(t: torch.Tensor) -> tuple:
+    return (tuple(t.shape), t.stride(), t.dtype, t.device)
+
+
+def _write_drawn(timed: list, layout: list, values: list) -> None:
+    """Write the tensors of a draw (`values`, the arguments' structure, each tensor of its timed
+    tensor's shape and dtype: the caller's `draw` says so) into the timed tensors, in order.
+
+    Raises:
+        InputsAltered: a timed tensor's metadata differs from `layout` (as the stage made them).
+    """
+    from kb_agent.evaluator.compare import flatten_outputs
+
+    new = [v for v in flatten_outputs(values) if isinstance(v, torch.Tensor)]
+    for i, (a, then) in enumerate(zip(timed, layout, strict=True)):
+        if _layout_of(a) != then:
+            raise InputsAltered(
+                f"input tensor {i} changed from shape {then[0]}, strides {then[1]} to shape "
+                f"{tuple(a.shape)}, strides {a.stride()} between timed calls: the candidate resized or "
+                "restrided its own input in place"
+            )
+    with torch.no_grad():
+        for a, v in zip(timed, new, strict=True):
+            a.copy_(v)
 
 
 def _offset_like(values: list, seed: int) -> None:

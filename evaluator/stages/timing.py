@@ -117,7 +117,8 @@ def record_library_share(ev, prof, custom_by: str) -> None:
 
 
 def strict_timing(ev, info, inputs: list, flusher, layout: list, parity_ms: list[float]) -> None:
-    """Fresh input values per timed call (`inputs`, the candidate's, are changed in place); the device work
+    """Fresh input values per timed call (`inputs`, the candidate's, are changed in place: a new draw of
+    `get_inputs()` under a seed of the call's own where it fits, `_fitting_draw`); the device work
     the timed stream did not wait for, and outputs not ready on the current stream when the call returned;
     then one call on freshly drawn values, checked against the reference (`checked_call`). First the
     timed tensors get the timing draw's values again (`get_inputs()` under the stage's seed): whatever
@@ -137,7 +138,8 @@ def strict_timing(ev, info, inputs: list, flusher, layout: list, parity_ms: list
 
     try:
         t = timing.time_strict(ev.new_model, inputs, trials=ev.settings.strict_timed_trials, flusher=flusher,
-                               device=ev.device, judge=spot_check, before_call=set_seed)  # fmt: skip
+                               device=ev.device, judge=spot_check, before_call=set_seed,
+                               draw=lambda seed: _fitting_draw(ev, inputs, seed))  # fmt: skip
     except timing.InputsAltered as e:
         ev.checks.record("inputs_unchanged", False, str(e))
         return
@@ -276,6 +278,18 @@ def checked_call(ev, inputs: list, layout: list) -> None:
         out = ev.new_model(*inputs)
         ev.sync()
     judge_call(ev, inputs, before, out, "a call on the timed tensors given freshly drawn values", seed=seed)
+
+
+def _fitting_draw(ev, inputs: list, seed: int) -> list | None:
+    """`get_inputs()` under `seed` (the arguments, as drawn) where the draw fits the timed arguments
+    `inputs` (`_fits`, as `_write_draw` has it), else None: strict timing's fresh values."""
+    from kb_agent.evaluator.compare import flatten_outputs
+
+    set_seed(seed)
+    drawn = ev.draw_inputs()
+    flat, timed = flatten_outputs(drawn), flatten_outputs(inputs)
+    fits = len(flat) == len(timed) and all(_fits(ev.torch, a, d) for a, d in zip(timed, flat, strict=True))
+    return drawn if fits else None
 
 
 def _write_draw(ev, inputs: list, seed: int) -> bool:

@@ -149,11 +149,12 @@ def forward(self, x):
 
 def test_a_candidate_replaying_its_output_for_values_near_the_ones_it_saw_is_rejected(tmp_path):
     # it computes on every new draw (the checked call's too) and replays through strict timing's small
-    # offsets: the last timed call's output is checked as well (it was not in f9c7432), and one fresh
-    # call drawn at random, whichever fails first
+    # offsets: the last timed call's output is checked as well (it was not in f9c7432). Fresh calls are
+    # now new draws, which it computes, so what it replays is the parity figure and the repeated calls
     r = run(problem(tmp_path, "return [torch.randn(16, 1024)]"), REPLAY_NEAR_SEEN_VALUES)
     assert r.status == Status.REJECTED, r.message
-    assert "timed call" in r.strict["checks"]["timing_outputs"]["detail"]
+    failed = {k for k, v in r.strict["checks"].items() if not v["passed"]}
+    assert failed & {"timing_outputs", "no_replay", "no_parity_replay"}, failed
     assert isinstance(r.strict["checked_call_seed"], int)
 
 
