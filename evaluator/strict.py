@@ -127,6 +127,7 @@ def guarded_objects(torch_mod, reference_module) -> dict[str, Any]:
         "torch.nn.Module": torch_mod.nn.Module,
         "torch.nn.functional": torch_mod.nn.functional,
         "torch.cuda": torch_mod.cuda,
+        "torch.random": torch_mod.random,  # default_generator: what torch.manual_seed seeds
         "torch.cuda.Event": torch_mod.cuda.Event,
         "time": time,
         "reference": reference_module,

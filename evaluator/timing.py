@@ -536,8 +536,8 @@ def time_strict(
     is kept (`before_last`) for its output and its inputs to be checked. A candidate can count the
     fresh calls (each writes its inputs), so it knows which is the last: one more fresh call, drawn at
     random and written as every other (`spot`), is judged right after it ran: `judge(before, out, seed)`
-    gets the arguments as that call got them (the draw itself, or made again from the harness's copy
-    and the call's offsets, whose private generator's seed is kept), its output and the seed
+    gets the arguments as that call got them (a copy of the timed tensors once the draw was written, or
+    made again from the harness's copy and the call's offsets, whose private generator's seed is kept), its output and the seed
     `before_call` was given for it, while the next call waits. Tensors inside list or tuple arguments
     are written too. Holds one copy of the arguments besides them, and a draw while one is written or
     judged. `before_call(seed)`,
@@ -576,12 +576,17 @@ def time_strict(
             # the values this call gets, where they are a draw; None where it does not fit (a get_inputs()
             # of random sizes) and the harness's copy gets offsets instead
             given = draw(rng.randrange(2**31)) if draw is not None and not repeat else None
-            if given is not None:
+            drawn_values = given is not None
+            if drawn_values:
                 _write_drawn(timed, layout, given)
+                given = None  # the draw goes before a copy is made
+                # a judged call's values as it gets them: dense copies of the timed tensors, as every
+                # stage hands the reference (a draw's own tensors may be views it cannot take)
+                given = clone_args(list(args)) if last or k == spot else None
             elif not repeat:
                 _write_fresh(pairs, into_base=last, seed=offsets_seed)
             if last:
-                before_last = given if given is not None else base  # its values as the last call gets them
+                before_last = given if drawn_values else base  # its values as the last call gets them
             if flusher is not None:
                 flusher()
             if before_call is not None:
@@ -618,7 +623,7 @@ def time_strict(
             if last or k == spot:
                 judged.append(events[-1])
             if k == spot:
-                if given is None:  # the values this call got: the harness's copy plus its offsets
+                if not drawn_values:  # the values this call got: the harness's copy plus its offsets
                     given = clone_args(base)
                     _offset_like(given, offsets_seed)
                 judge(given, out, call_seed)

@@ -286,14 +286,33 @@ def checked_call(ev, inputs: list, layout: list) -> None:
 
 def _fitting_draw(ev, inputs: list, seed: int) -> list | None:
     """`get_inputs()` under `seed` (the arguments, as drawn) where the draw fits the timed arguments
-    `inputs` (`_fits`, as `_write_draw` has it), else None: strict timing's fresh values."""
+    `inputs` (`_fits`, as `_write_draw` has it), else None: strict timing's fresh values. None too, and
+    `tampering` fails, where the candidate has by now changed what the draw relies on (the guarded
+    modules' attributes, `torch.random.default_generator` among them, or a torch function or dispatch
+    mode left active): such a draw could repeat the values it has cached outputs for, and the offsets of
+    the harness's own generator serve instead."""
     from kb_agent.evaluator.compare import flatten_outputs
 
+    if why := _tampered_now(ev):
+        ev.checks.record("tampering", False, why + " (seen while strict timing drew fresh inputs)")
+        return None
     set_seed(seed)
     drawn = ev.draw_inputs()
     flat, timed = flatten_outputs(drawn), flatten_outputs(inputs)
     fits = len(flat) == len(timed) and all(_fits(ev.torch, a, d) for a, d in zip(timed, flat, strict=True))
     return drawn if fits else None
+
+
+def _tampered_now(ev) -> str:
+    """What the candidate has changed, at this point of the evaluation, of what the harness's own torch
+    calls rely on ("" for nothing): the tamper guard's objects, and torch function or dispatch modes
+    left on their stacks after its call returned."""
+    torch = ev.torch
+    changed = ev.guard_changed() if ev.guard is not None else []
+    if changed:
+        return "replaced " + ", ".join(changed[:8])
+    modes = torch._C._len_torch_function_stack() + torch._C._len_torch_dispatch_stack()
+    return f"left {modes} torch function or dispatch mode(s) active after its forward" if modes else ""
 
 
 def _write_draw(ev, inputs: list, seed: int) -> bool:

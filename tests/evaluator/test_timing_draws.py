@@ -127,3 +127,117 @@ def test_a_replayed_reduction_is_rejected(tmp_path):
     assert r.status == Status.REJECTED, r.message
     failed = {k for k, v in r.strict["checks"].items() if not v["passed"]}
     assert failed & {"timing_outputs", "no_replay", "no_parity_replay"}, failed
+
+
+RELU = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu({arg})
+
+
+def get_inputs():
+    return [{draw}]
+
+
+def get_init_inputs():
+    return []
+"""
+
+RELU_KERNEL = """
+import torch
+import torch.nn as nn
+import torch.random
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=mask), 0.0), mask=mask)
+
+
+def relu(x):
+    x = x.contiguous().view(-1)
+    y = torch.empty_like(x)
+    for _ in range(8):  # work worth replaying
+        relu_kernel[(triton.cdiv(x.numel(), 65536),)](x, y, x.numel(), BLOCK=65536)
+    return y
+"""
+
+# from the parity figure on (the same tensor twice), torch.manual_seed seeds a decoy and torch's real
+# generator goes back to one state after every call: every later draw of get_inputs() is the same values
+HIJACK_THE_DRAWS = (
+    RELU_KERNEL
+    + """
+_REAL, _STATE = torch.default_generator, []
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.last, self.cache = None, None
+
+    def forward(self, x):
+        if self.last is x and not _STATE:
+            _STATE.append(_REAL.get_state())
+            torch.random.default_generator = torch.Generator()
+        self.last = x
+        if _STATE and self.cache is not None and torch.equal(x, self.cache[0]):
+            out = self.cache[1].clone()
+        else:
+            out = relu(x).view(x.shape)
+            self.cache = (x.clone(), out.clone())
+        if _STATE:
+            _REAL.set_state(_STATE[0])
+        return out
+"""
+)
+
+# counts its calls on the timed tensor and replays all but the checked call after strict timing
+REPLAY_BUT_THE_CHECKED_CALL = (
+    RELU_KERNEL
+    + """
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.timed, self.calls, self.out = None, 0, None
+
+    def forward(self, x):
+        if self.timed is not None and x is self.timed:
+            self.calls += 1
+            if self.calls <= 6 + 40:  # the CPU's parity calls (1 warm-up, 5 timed) and strict timing's
+                return self.out.clone()
+        y = relu(x)
+        if self.timed is None or x is not self.timed:
+            self.timed, self.calls, self.out = x, 1, y.clone()
+        return y
+"""
+)
+
+
+@pytest.mark.slow
+def test_a_candidate_that_makes_every_fresh_draw_the_same_is_rejected(tmp_path):
+    # torch.random was not guarded, and the draws seeded it through torch.manual_seed (correct at 12-48x on
+    # a fresh helper's runs of fd6ed22); the draws now check for tampering first and fall back to the
+    # offsets of the harness's own generator
+    problem = RELU.format(arg="x", draw="torch.randn(64, 1024)")
+    r = evaluate_file(tmp_path, problem, HIJACK_THE_DRAWS)
+    assert r.status == Status.REJECTED, r.message
+    assert "torch.random.default_generator" in r.strict["checks"]["tampering"]["detail"]
+
+
+@pytest.mark.slow
+def test_a_judged_call_on_a_strided_draw_hands_the_reference_a_dense_copy(tmp_path):
+    # the judged calls handed the reference get_inputs()'s own strided view, on which its .view(-1)
+    # raised, so neither was checked (correct with every call but the checked one replayed, fd6ed22)
+    problem = RELU.format(arg="x.view(-1)", draw="torch.randn(1024, 512)[:, :256]")
+    r = evaluate_file(tmp_path, problem, REPLAY_BUT_THE_CHECKED_CALL)
+    assert r.status == Status.REJECTED, r.message
+    failed = {k for k, v in r.strict["checks"].items() if not v["passed"]}
+    assert "timing_outputs" in failed, failed
