@@ -6,7 +6,7 @@ import dataclasses
 import random
 import time
 
-from kb_agent.evaluator.context import set_seed, tensors
+from kb_agent.evaluator.context import modes_left, set_seed, tensors
 from kb_agent.evaluator.result import TimingInfo
 
 
@@ -225,6 +225,9 @@ def judge_call(ev, inputs: list, before: list, out, what: str, seed: int) -> Non
     from kb_agent.evaluator.strict import changed_inputs
 
     torch = ev.torch
+    if left := modes_left(torch):  # the reference's call and the comparison would run through them
+        ev.checks.record("tampering", False, f"left {left} torch function or dispatch mode(s) active after "
+                         f"{what}")  # fmt: skip
     # a plain tensor, as in the strict trials (`exact_type`): a subclass can compute when it is first
     # read, after the timed window, here (checked by type alone, before anything reads it)
     lazy = {
@@ -311,7 +314,7 @@ def _tampered_now(ev) -> str:
     changed = ev.guard_changed() if ev.guard is not None else []
     if changed:
         return "replaced " + ", ".join(changed[:8])
-    modes = torch._C._len_torch_function_stack() + torch._C._len_torch_dispatch_stack()
+    modes = modes_left(torch)
     return f"left {modes} torch function or dispatch mode(s) active after its forward" if modes else ""
 
 

@@ -1,12 +1,14 @@
-"""Strict mode seeds the RNGs before every call of either model, as KernelBench's correctness trials do
-(`set_seed(trial_seed)` before each), so a reference that draws random numbers (dropout in training mode)
-meets the same draws in a candidate that makes them alike (CPU, Triton interpreted)."""
+"""What strict mode does around every call of either model (CPU, Triton interpreted): it seeds the RNGs
+before each, as KernelBench's correctness trials do (`set_seed(trial_seed)`), so a reference that draws
+random numbers (dropout in training mode) meets the same draws in a candidate that makes them alike; and
+after each call of the candidate it looks for torch function or dispatch modes left on, through which
+every later torch call of the harness (the reference, the comparison) would run."""
 
 import importlib.util
 from pathlib import Path
 
 import pytest
-from kb_agent.evaluator import Status
+from kb_agent.evaluator import EvalSettings, Status, evaluate
 
 # the problem and candidate helpers of the timing stage's tests (the Triton ReLU kernel among them)
 _spec = importlib.util.spec_from_file_location(
@@ -54,3 +56,39 @@ def test_a_dead_kernel_beside_dropout_is_found_by_the_kernel_probe(tmp_path):
     failed = {k for k, v in r.strict["checks"].items() if not v["passed"]}
     assert failed == {"custom_kernels_do_the_work"}, failed
     assert r.strict["kernel_probe"]["poison"]["output_unchanged"] is True
+
+
+LEAVES_A_MODE_ON = """
+from torch.overrides import TorchFunctionMode
+
+
+class Blind(TorchFunctionMode):  # every torch.sub of the harness after the candidate's call: zeros
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in (torch.sub, torch.Tensor.sub, torch.Tensor.__sub__):
+            out = kwargs.get("out")
+            return out.zero_() if out is not None else torch.zeros_like(args[0])
+        return func(*args, **kwargs)
+
+
+MODES = []
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        if not MODES:
+            MODES.append(Blind())
+            MODES[0].__enter__()  # and never left
+        return relu_into(x.contiguous(), torch.empty_like(x)) * 0  # wrong
+"""
+
+
+@pytest.mark.slow
+def test_a_torch_function_mode_left_on_after_forward_is_tampering(tmp_path):
+    # the mode rewrote the comparison's subtraction: KernelBench's rules call the all-zeros output correct
+    # (so does KernelBench, whose allclose a mode reaches too); strict mode now looks after each call
+    prob = problem(tmp_path, "return [torch.randn(16, 1024)]")
+    source = _helpers.KERNELS + LEAVES_A_MODE_ON
+    r = evaluate(prob, source, EvalSettings(device="cpu"))
+    assert r.status == Status.REJECTED, r.message
+    assert "correctness trial 1" in r.strict["checks"]["tampering"]["detail"]
