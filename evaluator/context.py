@@ -44,11 +44,26 @@ def set_seed(seed: int) -> None:
         torch.cuda.manual_seed(seed)
 
 
-def modes_left(torch) -> int:
-    """Torch function and dispatch modes active now. Between the candidate's calls the harness pushes
-    none, so any is one the candidate's forward left on: every later torch call of the harness (the
-    reference, the comparison) goes through it (a mode that zeroed `torch.sub` passed an all-zeros ReLU)."""
-    return torch._C._len_torch_function_stack() + torch._C._len_torch_dispatch_stack()
+def interference(ev) -> str:
+    """What the candidate has left in place, now, that every later torch call of the harness (the
+    reference, the comparison, the draws) would run through ("" for nothing): torch function or dispatch
+    modes (between the candidate's calls the harness pushes none; a mode that zeroed `torch.sub` passed an
+    all-zeros ReLU), and its own kernels for the aten ops the harness uses (`strict.DispatchGuard`)."""
+    from torch.overrides import _get_current_function_mode_stack
+    from torch.utils._device import DeviceContext
+
+    torch = ev.torch
+    found = []
+    # torch.set_default_device's mode (a DeviceContext) only picks where factories allocate; honest
+    # candidates set it
+    functions = [m for m in _get_current_function_mode_stack() if not isinstance(m, DeviceContext)]
+    if modes := len(functions) + torch._C._len_torch_dispatch_stack():
+        found.append(
+            f"{modes} torch function or dispatch mode(s) active ({', '.join(type(m).__name__ for m in functions)})"
+        )
+    if ev.dispatch_guard is not None and (ops := ev.dispatch_guard.changed()):
+        found.append(f"kernels of its own for {', '.join(ops[:4])}")
+    return "; ".join(found)
 
 
 def load_module(path: Path, name: str):
@@ -141,6 +156,7 @@ class Evaluation:
         self.strict_info: dict[str, Any] = {"sandbox": job["sandbox"]} if job.get("sandbox") else {}
         self.stage_peaks: dict[str, int] = {}  # device memory peak of each stage, bytes (`stage_peak`)
         self.guard = None
+        self.dispatch_guard = None  # strict.DispatchGuard, made with `guard` (stages.build)
         self.monitor = None
         self.threads_before: set = set()
 
@@ -234,7 +250,9 @@ class Evaluation:
                 "side_effects", not self.monitor.events, "; ".join(dict.fromkeys(self.monitor.events))
             )
         if self.guard is not None:
-            changed = self.guard_changed()
+            changed = self.guard_changed() + [
+                f"the kernel of {op}" for op in (self.dispatch_guard.changed() if self.dispatch_guard else [])
+            ]
             checks.record("tampering", not changed, "replaced " + ", ".join(changed[:8]) if changed else "")
         threads = live_threads(self.threads_before)
         checks.record(

@@ -115,7 +115,52 @@ class TamperGuard:
                     continue
                 if now.get(key, value) is not value:
                     out.append(f"{name}.{key}")
+            if isinstance(obj, type):  # a new attribute of a class that hides its base's (torch.Tensor's
+                # methods live on the C base, torch._C.TensorBase: `torch.Tensor.copy_ = f` adds a key)
+                for key in now.keys() - self.snapshot[name].keys():
+                    if any(key in vars(base) for base in obj.__mro__[1:]):
+                        out.append(f"{name}.{key}")
         return out
+
+
+class DispatchGuard:
+    """The dispatcher's kernels for the aten ops the harness's own comparison, draws and copies run,
+    snapshot before the candidate's import; `changed()` names those whose kernels changed since. A kernel
+    registered over torch's (`torch.library.Library("aten", "IMPL").impl(...)`) replaces no Python
+    attribute and is no mode, yet changes what the harness computes: an `aten::normal_` of the
+    candidate's made every draw of `get_inputs()` the same values. The ops are found by running the
+    comparison and the draws once on small tensors under a recording dispatch mode."""
+
+    def __init__(self, torch_mod):
+        self.torch = torch_mod
+        self.snapshot = {op: torch_mod._C._dispatch_dump(op) for op in _harness_ops(torch_mod)}
+
+    def changed(self) -> list[str]:
+        dump = self.torch._C._dispatch_dump
+        return [op for op, text in self.snapshot.items() if dump(op) != text]
+
+
+def _harness_ops(torch) -> set[str]:
+    """Names of the aten ops (with overload) that a passing and a failing comparison, torch's random
+    draws, a copy and a clone dispatch on the CPU."""
+    from kb_agent.evaluator.compare import compare_outputs
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    ops: set[str] = set()
+
+    class _Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            name = func._schema.name
+            ops.add(name if func._overloadname == "default" else f"{name}.{func._overloadname}")
+            return func(*args, **(kwargs or {}))
+
+    a = torch.linspace(-1.0, 1.0, 64).reshape(8, 8)
+    with torch.no_grad(), _Record():
+        compare_outputs(a, a + 1e-7, 1e-4, 1e-4, 0, 0)
+        compare_outputs(a, a + 1.0, 1e-4, 1e-4, 0, 0)
+        torch.rand(4), torch.randn(4), torch.randint(0, 5, (4,)), torch.bernoulli(torch.full((4,), 0.5))
+        torch.empty(4).uniform_(), torch.empty(4).normal_(), a.clone().copy_(a)
+    return ops
 
 
 def guarded_objects(torch_mod, reference_module) -> dict[str, Any]:

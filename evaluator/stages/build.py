@@ -154,6 +154,7 @@ def arm_strict_checks(ev, backend: str) -> None:
     import threading
 
     from kb_agent.evaluator.strict import (
+        DispatchGuard,
         SideEffectMonitor,
         TamperGuard,
         guarded_objects,
@@ -170,6 +171,7 @@ def arm_strict_checks(ev, backend: str) -> None:
     ev.checks.record("static", not found, "; ".join(found))
     ev.checks.record("custom_kernel_source", backend != "torch",
                        "" if backend != "torch" else "no load_inline or Triton kernel in the source")  # fmt: skip
+    ev.dispatch_guard = DispatchGuard(ev.torch)  # (runs the harness's comparison once: before the monitor)
     ev.threads_before = {t.ident for t in threading.enumerate()}
     roots = [ev.workdir, ev.build_root, os.environ.get("TRITON_CACHE_DIR", ev.workdir),
              os.environ.get("TMPDIR", ev.workdir)]  # fmt: skip

@@ -6,7 +6,7 @@ import dataclasses
 import random
 import time
 
-from kb_agent.evaluator.context import modes_left, set_seed, tensors
+from kb_agent.evaluator.context import interference, set_seed, tensors
 from kb_agent.evaluator.result import TimingInfo
 
 
@@ -225,9 +225,8 @@ def judge_call(ev, inputs: list, before: list, out, what: str, seed: int) -> Non
     from kb_agent.evaluator.strict import changed_inputs
 
     torch = ev.torch
-    if left := modes_left(torch):  # the reference's call and the comparison would run through them
-        ev.checks.record("tampering", False, f"left {left} torch function or dispatch mode(s) active after "
-                         f"{what}")  # fmt: skip
+    if left := interference(ev):  # the reference's call and the comparison would run through it
+        ev.checks.record("tampering", False, f"left {left} after {what}")
     # a plain tensor, as in the strict trials (`exact_type`): a subclass can compute when it is first
     # read, after the timed window, here (checked by type alone, before anything reads it)
     lazy = {
@@ -308,14 +307,12 @@ def _fitting_draw(ev, inputs: list, seed: int) -> list | None:
 
 def _tampered_now(ev) -> str:
     """What the candidate has changed, at this point of the evaluation, of what the harness's own torch
-    calls rely on ("" for nothing): the tamper guard's objects, and torch function or dispatch modes
-    left on their stacks after its call returned."""
-    torch = ev.torch
+    calls rely on ("" for nothing): the tamper guard's objects, and what `context.interference` finds."""
     changed = ev.guard_changed() if ev.guard is not None else []
     if changed:
         return "replaced " + ", ".join(changed[:8])
-    modes = modes_left(torch)
-    return f"left {modes} torch function or dispatch mode(s) active after its forward" if modes else ""
+    left = interference(ev)
+    return f"left {left} after its forward" if left else ""
 
 
 def _write_draw(ev, inputs: list, seed: int) -> bool:

@@ -92,3 +92,87 @@ def test_a_torch_function_mode_left_on_after_forward_is_tampering(tmp_path):
     r = evaluate(prob, source, EvalSettings(device="cpu"))
     assert r.status == Status.REJECTED, r.message
     assert "correctness trial 1" in r.strict["checks"]["tampering"]["detail"]
+
+
+# a candidate that keeps the harness's writes from reaching the tensor it was last called on, then
+# replays for it: `copy_` lives on torch._C.TensorBase, so `torch.Tensor.copy_ = f` adds an attribute
+SHADOWS_COPY = """
+_FROZEN, _copy = [None], torch.Tensor.copy_
+
+
+def _frozen_copy(self, src, non_blocking=False):
+    return self if self is _FROZEN[0] else _copy(self, src, non_blocking)
+
+
+setattr(torch.Tensor, "copy_", _frozen_copy)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.out = None
+
+    def forward(self, x):
+        if x is _FROZEN[0]:
+            return self.out.clone()
+        y = relu_into(x.contiguous(), torch.empty_like(x))
+        _FROZEN[0], self.out = x, y.clone()
+        return y
+"""
+
+# its own CPU kernel for aten::normal_, which ignores the seed: every draw of get_inputs() is the same
+OVERRIDES_NORMAL = """
+_LIB, _GEN = torch.library.Library("aten", "IMPL"), torch.Generator()
+
+
+def _normal_(self, mean=0.0, std=1.0, *, generator=None):
+    _GEN.manual_seed(1234)
+    with torch.no_grad():
+        return self.copy_(torch.rand(self.shape, generator=_GEN) * std + mean)
+
+
+_LIB.impl("normal_", _normal_, "CPU")
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.key = self.out = None
+
+    def forward(self, x):
+        if self.key is not None and torch.equal(x, self.key):
+            return self.out.clone()
+        y = relu_into(x.contiguous(), torch.empty_like(x))
+        self.key, self.out = x.clone(), y.clone()
+        return y
+"""
+
+SETS_THE_DEFAULT_DEVICE = """
+torch.set_default_device("cpu")  # a mode of torch's own, on from the import
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return relu_into(x.contiguous(), torch.empty_like(x))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("source, found", [
+    pytest.param(SHADOWS_COPY, "torch.Tensor.copy_", id="a_tensor_method_shadowed"),
+    pytest.param(OVERRIDES_NORMAL, "aten::normal_", id="an_aten_kernel_registered_over_torchs"),
+])  # fmt: skip
+def test_what_the_harness_computes_with_is_guarded(tmp_path, source, found):
+    # both passed strict mode with every strict-timing call replayed (a fresh helper, 2026-12-06): the
+    # tamper guard compared only the attributes it had snapshot, and a dispatcher kernel is no attribute
+    r = evaluate(problem(tmp_path, "return [torch.randn(64, 1024)]"), _helpers.KERNELS + source,
+                 EvalSettings(device="cpu"))  # fmt: skip
+    assert r.status == Status.REJECTED, r.message
+    assert found in r.strict["checks"]["tampering"]["detail"]
+
+
+@pytest.mark.slow
+def test_the_default_device_of_torch_set_default_device_is_no_tampering(tmp_path):
+    r = evaluate(problem(tmp_path, "return [torch.randn(64, 1024)]"), _helpers.KERNELS + SETS_THE_DEFAULT_DEVICE,
+                 EvalSettings(device="cpu"))  # fmt: skip
+    assert r.status == Status.CORRECT, r.message

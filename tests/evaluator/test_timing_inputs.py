@@ -163,7 +163,7 @@ def test_a_get_inputs_of_random_sizes_keeps_its_own_shapes_in_the_checked_call()
     # wrote the indices beside the old length, and blamed the reference's IndexError on the candidate)
     timed = [torch.randn(100), torch.full((8,), 99)]
     ev = types.SimpleNamespace(
-        torch=torch, checks=Checks(), strict_info={}, atol=1e-4, rtol=1e-4, sync=lambda: None,
+        torch=torch, checks=Checks(), strict_info={}, atol=1e-4, rtol=1e-4, sync=lambda: None, dispatch_guard=None,
         draw_inputs=lambda: [torch.randn(500), torch.full((8,), 499)], clone=clone_args,
         new_model=lambda x, idx: x[idx], ref_model=lambda x, idx: x[idx],
     )  # fmt: skip
@@ -181,7 +181,7 @@ def test_a_drawn_int_that_differs_keeps_the_timed_tensors_too():
         return torch.zeros(n).index_add_(0, ids, x)
 
     ev = types.SimpleNamespace(
-        torch=torch, checks=Checks(), strict_info={}, atol=1e-4, rtol=1e-4, sync=lambda: None,
+        torch=torch, checks=Checks(), strict_info={}, atol=1e-4, rtol=1e-4, sync=lambda: None, dispatch_guard=None,
         draw_inputs=lambda: [torch.ones(8), torch.full((8,), 49), 50], clone=clone_args,
         new_model=segment_sum, ref_model=segment_sum,
     )  # fmt: skip
