@@ -48,7 +48,8 @@ def interference(ev) -> str:
     """What the candidate has left in place, now, that every later torch call of the harness (the
     reference, the comparison, the draws) would run through ("" for nothing): torch function or dispatch
     modes (between the candidate's calls the harness pushes none; a mode that zeroed `torch.sub` passed an
-    all-zeros ReLU), and its own kernels for the aten ops the harness uses (`strict.DispatchGuard`)."""
+    all-zeros ReLU), its own kernels for the aten ops the harness uses (`strict.DispatchGuard`), and
+    global module hooks (`global_module_hooks`)."""
     from torch.overrides import _get_current_function_mode_stack
     from torch.utils._device import DeviceContext
 
@@ -63,7 +64,18 @@ def interference(ev) -> str:
         )
     if ev.dispatch_guard is not None and (ops := ev.dispatch_guard.changed()):
         found.append(f"kernels of its own for {', '.join(ops[:4])}")
+    if hooks := global_module_hooks(torch):  # every nn.Module's call runs them, the reference's too
+        found.append(f"global module hooks ({', '.join(hooks[:4])})")
     return "; ".join(found)
+
+
+def global_module_hooks(torch) -> list[str]:
+    """The kinds of global `nn.Module` hooks registered now (`register_module_forward_hook` and its
+    kin: `torch.nn.modules.module._global_*`); the harness registers none. A forward hook that replaced
+    the reference's output, and a pre-hook that slowed its every call, passed every check."""
+    from torch.nn.modules import module
+
+    return [name for name, value in vars(module).items() if name.startswith("_global_") and value]
 
 
 def load_module(path: Path, name: str):
@@ -250,9 +262,7 @@ class Evaluation:
                 "side_effects", not self.monitor.events, "; ".join(dict.fromkeys(self.monitor.events))
             )
         if self.guard is not None:
-            changed = self.guard_changed() + [
-                f"the kernel of {op}" for op in (self.dispatch_guard.changed() if self.dispatch_guard else [])
-            ]
+            changed = self.guard_changed() + ([f"left {left}"] if (left := interference(self)) else [])
             checks.record("tampering", not changed, "replaced " + ", ".join(changed[:8]) if changed else "")
         threads = live_threads(self.threads_before)
         checks.record(

@@ -105,6 +105,10 @@ class TamperGuard:
     def __init__(self, objects: dict[str, Any]):
         self.objects = objects
         self.snapshot = {name: dict(vars(obj)) for name, obj in objects.items()}
+        # a function's insides can change while the attribute still names it (`f.__code__ = ...`, a
+        # closure cell, defaults), under any wrapper too (`torch.manual_seed` is one): kept as they are now
+        self.insides = {(name, key): _insides(value) for name, snap in self.snapshot.items()
+                        for key, value in snap.items() if _insides(value)}  # fmt: skip
 
     def changed(self) -> list[str]:
         out = []
@@ -115,12 +119,49 @@ class TamperGuard:
                     continue
                 if now.get(key, value) is not value:
                     out.append(f"{name}.{key}")
+                elif (name, key) in self.insides and not _same_insides(
+                    self.insides[name, key], _insides(value)
+                ):
+                    out.append(f"{name}.{key} (its code)")
             if isinstance(obj, type):  # a new attribute of a class that hides its base's (torch.Tensor's
                 # methods live on the C base, torch._C.TensorBase: `torch.Tensor.copy_ = f` adds a key)
                 for key in now.keys() - self.snapshot[name].keys():
                     if any(key in vars(base) for base in obj.__mro__[1:]):
                         out.append(f"{name}.{key}")
         return out
+
+
+def _insides(value: Any) -> list[tuple]:
+    """For a Python function (or a classmethod, staticmethod or wrapper of one: down its `__wrapped__`
+    chain), each function's code, defaults and the callables in its closure cells; [] for anything
+    else."""
+    import types
+
+    out = []
+    for _ in range(8):
+        if isinstance(value, (classmethod, staticmethod)):
+            value = value.__func__
+        if not isinstance(value, types.FunctionType):
+            break
+        cells = []  # the callables in its closure (a wrapper's wrapped function); data there may change
+        for cell in value.__closure__ or ():
+            try:
+                cells.append(cell.cell_contents if callable(cell.cell_contents) else None)
+            except ValueError:  # an empty cell
+                cells.append(None)
+        out.append((value.__code__, value.__defaults__, value.__kwdefaults__, tuple(cells)))
+        value = vars(value).get("__wrapped__")  # functools.wraps's, in the function's own __dict__
+    return out
+
+
+def _same_insides(then: list[tuple], now: list[tuple]) -> bool:
+    return len(then) == len(now) and all(
+        len(a) == len(b)
+        and all(x is y for x, y in zip(a[:3], b[:3], strict=True))
+        and len(a[3]) == len(b[3])
+        and all(x is None or x is y for x, y in zip(a[3], b[3], strict=True))  # (None: no callable then)
+        for a, b in zip(then, now, strict=True)
+    )
 
 
 class DispatchGuard:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import random
 import time
 
 from kb_agent.evaluator.context import interference, set_seed, tensors
@@ -271,7 +270,7 @@ def checked_call(ev, inputs: list, layout: list) -> None:
     torch = ev.torch
     if _record_altered(ev, inputs, layout, "in the last timed call"):
         return
-    seed = random.SystemRandom().randrange(2**31)
+    seed = timing.entropy.randrange(2**31)
     ev.strict_info["checked_call_seed"] = seed
     if not _write_draw(ev, inputs, seed):
         gens = timing.seeded_generators(seed)

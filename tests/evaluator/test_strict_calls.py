@@ -157,14 +157,71 @@ class ModelNew(nn.Module):
 """
 
 
+# a global forward hook makes the reference's output the candidate's (2x, not ReLU) and a pre-hook slows
+# the reference's every call
+HOOKS_THE_REFERENCE = """
+import time
+from torch.nn.modules import module as _module
+
+
+def _slow(module, args):
+    if type(module).__name__ == "Model":
+        t = time.perf_counter()
+        while time.perf_counter() - t < 0.01:
+            pass
+
+
+def _twice(module, args, output):
+    return args[0] * 2 if type(module).__name__ == "Model" else None
+
+
+_module.register_module_forward_pre_hook(_slow)
+_module.register_module_forward_hook(_twice)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return relu_into(x.contiguous(), torch.empty_like(x)) * 0 + x * 2  # wrong
+"""
+
+# torch.manual_seed's code swapped under its wrapper (the attribute still names the same function): the
+# harness's seeds no longer reach the generator, and every draw is the same values
+SWAPS_MANUAL_SEEDS_CODE = """
+def _fixed(seed):
+    return default_generator.manual_seed(12345)
+
+
+_f = torch.manual_seed
+while getattr(_f, "__wrapped__", None) is not None:
+    _f = _f.__wrapped__
+_f.__code__ = _fixed.__code__
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.key = self.out = None
+
+    def forward(self, x):
+        if self.key is not None and torch.equal(x, self.key):
+            return self.out.clone()
+        y = relu_into(x.contiguous(), torch.empty_like(x))
+        self.key, self.out = x.clone(), y.clone()
+        return y
+"""
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("source, found", [
     pytest.param(SHADOWS_COPY, "torch.Tensor.copy_", id="a_tensor_method_shadowed"),
     pytest.param(OVERRIDES_NORMAL, "aten::normal_", id="an_aten_kernel_registered_over_torchs"),
+    pytest.param(HOOKS_THE_REFERENCE, "global module hooks", id="global_module_hooks"),
+    pytest.param(SWAPS_MANUAL_SEEDS_CODE, "torch.manual_seed (its code)", id="a_functions_code_swapped"),
 ])  # fmt: skip
 def test_what_the_harness_computes_with_is_guarded(tmp_path, source, found):
-    # both passed strict mode with every strict-timing call replayed (a fresh helper, 2026-12-06): the
-    # tamper guard compared only the attributes it had snapshot, and a dispatcher kernel is no attribute
+    # each passed strict mode (fresh helpers, 2026-12-06), every strict-timing call replayed or, with the
+    # hooks, a wrong output: the tamper guard compared only which object each attribute it had snapshot
+    # named, and a dispatcher kernel, a global hook or a function's code is no such attribute
     r = evaluate(problem(tmp_path, "return [torch.randn(64, 1024)]"), _helpers.KERNELS + source,
                  EvalSettings(device="cpu"))  # fmt: skip
     assert r.status == Status.REJECTED, r.message
@@ -176,3 +233,13 @@ def test_the_default_device_of_torch_set_default_device_is_no_tampering(tmp_path
     r = evaluate(problem(tmp_path, "return [torch.randn(64, 1024)]"), _helpers.KERNELS + SETS_THE_DEFAULT_DEVICE,
                  EvalSettings(device="cpu"))  # fmt: skip
     assert r.status == Status.CORRECT, r.message
+
+
+def test_strict_timings_randomness_is_the_operating_systems_whatever_random_becomes(monkeypatch):
+    # a candidate that made random.SystemRandom.getrandbits return 0 fixed every seed and the spot check
+    import random
+
+    from kb_agent.evaluator import timing
+
+    monkeypatch.setattr(random.SystemRandom, "getrandbits", lambda self, k: 0)
+    assert len({timing.entropy.randrange(2**31) for _ in range(8)}) == 8
