@@ -599,10 +599,12 @@ def time_strict(
             offsets_seed, call_seed = rng.randrange(2**63), rng.randrange(2**31)
             # the values this call gets, where they are a draw; None where it does not fit (a get_inputs()
             # of random sizes) and the harness's copy gets offsets instead
+            if not repeat:
+                _check_layouts(timed, layout)
             given = draw(rng.randrange(2**31)) if draw is not None and not repeat else None
             drawn_values = given is not None
             if drawn_values:
-                _write_drawn(timed, layout, given)
+                _write_drawn(timed, given)
                 given = None  # the draw goes before a copy is made
                 # a judged call's values as it gets them: dense copies of the timed tensors, as every
                 # stage hands the reference (a draw's own tensors may be views it cannot take)
@@ -671,17 +673,8 @@ def _write_fresh(pairs: list, into_base: bool, seed: int) -> None:
     does to torch's default generator shows in them), so nothing the candidate wrote into its inputs in
     an earlier call survives and offsets do not add up. `into_base`: the offsets go into the harness's
     copy first (which then holds exactly what the call gets).
-
-    Raises:
-        InputsAltered: a timed tensor's metadata differs from the harness's copy's.
+    (Their layouts are checked first, `_check_layouts`.)
     """
-    for i, (a, b) in enumerate(pairs):
-        if (a.shape, a.stride(), a.dtype, a.device) != (b.shape, b.stride(), b.dtype, b.device):
-            raise InputsAltered(
-                f"input tensor {i} changed from shape {tuple(b.shape)}, strides {b.stride()} to shape "
-                f"{tuple(a.shape)}, strides {a.stride()} between timed calls: the candidate resized or "
-                "restrided its own input in place"
-            )
     gens = seeded_generators(seed)
     for a, b in pairs:
         if into_base and a.is_floating_point():
@@ -697,16 +690,9 @@ def _layout_of(t: torch.Tensor) -> tuple:
     return (tuple(t.shape), t.stride(), t.dtype, t.device)
 
 
-def _write_drawn(timed: list, layout: list, values: list) -> None:
-    """Write the tensors of a draw (`values`, the arguments' structure, each tensor of its timed
-    tensor's shape and dtype: the caller's `draw` says so) into the timed tensors, in order.
-
-    Raises:
-        InputsAltered: a timed tensor's metadata differs from `layout` (as the stage made them).
-    """
-    from kb_agent.evaluator.compare import flatten_outputs
-
-    new = [v for v in flatten_outputs(values) if isinstance(v, torch.Tensor)]
+def _check_layouts(timed: list, layout: list) -> None:
+    """Raises InputsAltered where a timed tensor's shape, strides, dtype or device differ from `layout`
+    (as the stage made them), before fresh values are written into it."""
     for i, (a, then) in enumerate(zip(timed, layout, strict=True)):
         if _layout_of(a) != then:
             raise InputsAltered(
@@ -714,6 +700,15 @@ def _write_drawn(timed: list, layout: list, values: list) -> None:
                 f"{tuple(a.shape)}, strides {a.stride()} between timed calls: the candidate resized or "
                 "restrided its own input in place"
             )
+
+
+def _write_drawn(timed: list, values: list) -> None:
+    """Write the tensors of a draw (`values`, the arguments' structure, each tensor of its timed
+    tensor's shape and dtype: the caller's `draw` says so) into the timed tensors, in order (their
+    layouts checked first, `_check_layouts`)."""
+    from kb_agent.evaluator.compare import flatten_outputs
+
+    new = [v for v in flatten_outputs(values) if isinstance(v, torch.Tensor)]
     with torch.no_grad():
         for a, v in zip(timed, new, strict=True):
             a.copy_(v)
