@@ -69,6 +69,21 @@ def interference(ev) -> str:
     return "; ".join(found)
 
 
+def record_interference(ev, after: str) -> None:
+    """Fail `tampering` where the candidate's last call left `interference` in place; `after` names
+    that call. Made after each call of the candidate, before the harness's own torch calls (the
+    reference's, the comparison) that would run through it."""
+    if left := interference(ev):
+        ev.checks.record("tampering", False, f"left {left} after {after}")
+
+
+def tampering_now(ev) -> list[str]:
+    """What the candidate has changed, now, of what the harness relies on: the tamper guard's objects
+    (`strict.TamperGuard`, "replaced ...") and what `interference` finds ("left ..."); [] for nothing."""
+    found = [f"replaced {name}" for name in ev.guard_changed()] if ev.guard is not None else []
+    return found + ([f"left {left}"] if (left := interference(ev)) else [])
+
+
 def global_module_hooks(torch) -> list[str]:
     """The kinds of global `nn.Module` hooks registered now (`register_module_forward_hook` and its
     kin: `torch.nn.modules.module._global_*`); the harness registers none. A forward hook that replaced
@@ -262,8 +277,8 @@ class Evaluation:
                 "side_effects", not self.monitor.events, "; ".join(dict.fromkeys(self.monitor.events))
             )
         if self.guard is not None:
-            changed = self.guard_changed() + ([f"left {left}"] if (left := interference(self)) else [])
-            checks.record("tampering", not changed, "replaced " + ", ".join(changed[:8]) if changed else "")
+            changed = tampering_now(self)
+            checks.record("tampering", not changed, ", ".join(changed[:8]))
         threads = live_threads(self.threads_before)
         checks.record(
             "threads", not threads, f"left threads running: {', '.join(threads)}" if threads else ""

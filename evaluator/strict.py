@@ -107,8 +107,8 @@ class TamperGuard:
         self.snapshot = {name: dict(vars(obj)) for name, obj in objects.items()}
         # a function's insides can change while the attribute still names it (`f.__code__ = ...`, a
         # closure cell, defaults), under any wrapper too (`torch.manual_seed` is one): kept as they are now
-        self.insides = {(name, key): _insides(value) for name, snap in self.snapshot.items()
-                        for key, value in snap.items() if _insides(value)}  # fmt: skip
+        self.insides = {(name, key): inside for name, snap in self.snapshot.items()
+                        for key, value in snap.items() if (inside := _insides(value))}  # fmt: skip
 
     def changed(self) -> list[str]:
         out = []

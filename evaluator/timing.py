@@ -549,8 +549,8 @@ def time_strict(
     distribution, so the structure it guarantees, a symmetric or triangular matrix, holds), written in
     place (`_write_drawn`); where `draw` is None or returns None (a draw of other sizes) they are the
     values `args` held when this was called (a copy the candidate never sees), a floating-point tensor
-    plus small random offsets, one per element (`_write_fresh`, `add_offsets`). As many calls again, shuffled in among them at random, repeat the previous call's inputs
-    unchanged (`repeat_events_ms`): `no_replay` compares the two kinds, timed in one loop under the same
+    plus small random offsets, one per element (`_write_fresh`, `add_offsets`). As many calls again,
+    shuffled in among them at random, repeat the previous call's inputs unchanged (`repeat_events_ms`): `no_replay` compares the two kinds, timed in one loop under the same
     protocol, so what slows every call alike (launch latency of a tiny kernel, a profiler's callbacks,
     another process on the GPU) slows both. On CUDA each call is timed with events on the current stream;
     then the output is sampled on that stream (`early_read`), the host waits for the end event and the
@@ -561,11 +561,10 @@ def time_strict(
     fresh calls (each writes its inputs), so it knows which is the last: one more fresh call, drawn at
     random and written as every other (`spot`), is judged right after it ran: `judge(before, out, seed)`
     gets the arguments as that call got them (a copy of the timed tensors once the draw was written, or
-    made again from the harness's copy and the call's offsets, whose private generator's seed is kept), its output and the seed
-    `before_call` was given for it, while the next call waits. Tensors inside list or tuple arguments
-    are written too. Holds one copy of the arguments besides them, and a draw while one is written or
-    judged. `before_call(seed)`,
-    when given, runs before every call, outside the timed window, with a seed drawn at random for that
+    made again from the harness's copy and the call's offsets, whose private generator's seed is
+    kept), its output and the seed `before_call` was given for it, while the next call waits. Tensors
+    inside list or tuple arguments are written too. Holds one copy of the arguments besides them, and a
+    draw while one is written or judged. `before_call(seed)`, when given, runs before every call, outside the timed window, with a seed drawn at random for that
     call (the stage seeds the RNGs with it, as KernelBench does before each model call, so that a judged
     call of a model that draws random numbers is compared with the reference's under the same seed; a
     fixed seed would let a candidate reuse draws it made once for it). See `StrictTimes`.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from kb_agent.evaluator.context import Verdict, describe_exception, interference, set_seed
+from kb_agent.evaluator.context import Verdict, describe_exception, record_interference, set_seed
 from kb_agent.evaluator.result import CorrectnessInfo, Status
 
 
@@ -38,9 +38,10 @@ def run(ev) -> None:
             except BaseException as e:  # noqa: BLE001
                 verdict = ev.runtime_verdict(e, f"running correctness trial {i + 1}")
                 break
-        if ev.strict and (left := interference(ev)):  # before the comparison runs through it
-            ev.checks.record("tampering", False, f"left {left} after its forward (correctness trial {i + 1}): "
-                             "the comparison would run through them")  # fmt: skip
+        if ev.strict:
+            record_interference(
+                ev, f"its forward (correctness trial {i + 1}): the comparison would run through it"
+            )
 
         def again(s=s, inputs=inputs):  # a second call on the same inputs, made only to diagnose a mismatch
             set_seed(s)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from kb_agent.evaluator.context import interference, set_seed, tensors
+from kb_agent.evaluator.context import record_interference, set_seed, tampering_now, tensors
 from kb_agent.evaluator.result import TimingInfo
 
 
@@ -215,17 +215,16 @@ def judge_call(ev, inputs: list, before: list, out, what: str, seed: int) -> Non
     them, `before` a copy of them as it got them, `out` its output. The output must match the reference's
     on `before` (`timing_outputs`), and the call must not have written its inputs where the reference
     does not (`inputs_unchanged`, `strict_trials.record_in_place`), and it must be a plain tensor
-    (`exact_type`). As in the strict trials, values the
-    reference raises on are no check, nor is the output where the reference's is not finite. `seed`: the
-    seed the RNGs had before the candidate's call, set again before the reference's (KernelBench's
-    rule, so that a model drawing random numbers, dropout in training mode, meets the same draws)."""
+    (`exact_type`). As in the strict trials, values the reference raises on are no check, nor is the
+    output where the reference's is not finite. `seed`: the seed the RNGs had before the candidate's
+    call, set again before the reference's (KernelBench's rule, so that a model drawing random numbers,
+    dropout in training mode, meets the same draws)."""
     from kb_agent.evaluator.compare import compare_outputs, flatten_outputs
     from kb_agent.evaluator.stages.strict_trials import record_in_place
     from kb_agent.evaluator.strict import changed_inputs
 
     torch = ev.torch
-    if left := interference(ev):  # the reference's call and the comparison would run through it
-        ev.checks.record("tampering", False, f"left {left} after {what}")
+    record_interference(ev, what)
     # a plain tensor, as in the strict trials (`exact_type`): a subclass can compute when it is first
     # read, after the timed window, here (checked by type alone, before anything reads it)
     lazy = {
@@ -294,24 +293,16 @@ def _fitting_draw(ev, inputs: list, seed: int) -> list | None:
     the harness's own generator serve instead."""
     from kb_agent.evaluator.compare import flatten_outputs
 
-    if why := _tampered_now(ev):
-        ev.checks.record("tampering", False, why + " (seen while strict timing drew fresh inputs)")
+    if found := tampering_now(ev):
+        ev.checks.record(
+            "tampering", False, ", ".join(found[:8]) + " (seen while strict timing drew fresh inputs)"
+        )
         return None
     set_seed(seed)
     drawn = ev.draw_inputs()
     flat, timed = flatten_outputs(drawn), flatten_outputs(inputs)
     fits = len(flat) == len(timed) and all(_fits(ev.torch, a, d) for a, d in zip(timed, flat, strict=True))
     return drawn if fits else None
-
-
-def _tampered_now(ev) -> str:
-    """What the candidate has changed, at this point of the evaluation, of what the harness's own torch
-    calls rely on ("" for nothing): the tamper guard's objects, and what `context.interference` finds."""
-    changed = ev.guard_changed() if ev.guard is not None else []
-    if changed:
-        return "replaced " + ", ".join(changed[:8])
-    left = interference(ev)
-    return f"left {left} after its forward" if left else ""
 
 
 def _write_draw(ev, inputs: list, seed: int) -> bool:
