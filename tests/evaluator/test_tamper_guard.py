@@ -1,0 +1,77 @@
+"""`strict.TamperGuard` on its own: what counts as a change of a guarded object, and what does not."""
+
+import functools
+import types
+
+from kb_agent.evaluator.strict import TamperGuard
+
+
+def _module() -> types.ModuleType:
+    m = types.ModuleType("guarded")
+
+    def helper(x):
+        return x + 1
+
+    def seed(x, scale=2):
+        return helper(x) * scale
+
+    @functools.wraps(seed)
+    def wrapper(*a, **kw):
+        return seed(*a, **kw)
+
+    m.helper, m.seed, m.wrapper, m.data = helper, seed, wrapper, [1, 2]
+    return m
+
+
+def test_an_unchanged_module_and_new_attributes_are_no_change():
+    m = _module()
+    guard = TamperGuard({"m": m})
+    m.lazily_loaded = types.ModuleType("sub")
+    m.data.append(3)  # data inside an attribute may change; the attribute is the same object
+    assert guard.changed() == []
+
+
+def test_each_way_of_changing_a_function_in_place_is_named():
+    def other(x):
+        return 0
+
+    def zero():  # a code object with one free variable, as seed's has (helper)
+        h = None
+
+        def seed(x, scale=2):
+            return h
+
+        return seed.__code__
+
+    changes = {
+        "code": lambda m: setattr(m.seed, "__code__", zero()),
+        "defaults": lambda m: setattr(m.seed, "__defaults__", (3,)),
+        "kwdefaults": lambda m: setattr(m.seed, "__kwdefaults__", {"y": 1}),
+        "closure cell": lambda m: setattr(m.seed.__closure__[0], "cell_contents", other),
+        "wrapped": lambda m: setattr(m.wrapper, "__wrapped__", other),
+    }
+    for what, change in changes.items():
+        m = _module()
+        guard = TamperGuard({"m": m})
+        change(m)
+        found = guard.changed()
+        # the wrapper's chain holds seed, so a change of seed's insides shows under both names
+        assert "m.wrapper (its code)" in found, (what, found)
+        if what != "wrapped":
+            assert "m.seed (its code)" in found, (what, found)
+
+
+def test_a_replaced_attribute_is_named_once_and_a_shadowing_class_attribute_counts():
+    m = _module()
+
+    class Base:
+        def copy_(self):
+            return 1
+
+    class Child(Base):
+        pass
+
+    guard = TamperGuard({"m": m, "Child": Child})
+    m.seed = lambda x: 0
+    Child.copy_ = lambda self: 2  # a new key of Child, hiding Base's
+    assert sorted(guard.changed()) == ["Child.copy_", "m.seed"]
