@@ -87,6 +87,7 @@ def test_baseline_settings_keep_the_protocol_and_drop_the_candidate_watchers():
     assert (s.strict, s.sandbox, s.profile, s.timed_trials, s.warmup) == (False, False, False, 7, 2)
 
 
+@pytest.mark.slow  # 7 s: a child per problem (the default run's 3-minute budget)
 def test_a_reference_that_fails_is_an_error_in_its_child_not_a_crash(tmp_path):
     bad = Problem(0, 9, "bad", textwrap.dedent("""
         import torch
