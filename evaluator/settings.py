@@ -84,7 +84,8 @@ class EvalSettings:
             `device_min_trials` until the relative standard error of the model's median
             (`timing.median_rse`) is at most `device_target_rse`, `timed_trials` at most (our figure,
             not KernelBench's: a steady kernel of milliseconds needs no 100 calls for a median known to
-            0.5 %); None: always `timed_trials`.
+            0.5 %); None: always `timed_trials`. Only where the reproducible figure is off: where it
+            runs, its interleaved pairs are the device figure's calls too.
         baseline_compile: also time `torch.compile(Model)` and report that speedup.
         profile: profile one forward of a correct candidate (torch.profiler).
         limits: per-stage wall-clock limits.

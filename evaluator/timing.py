@@ -12,8 +12,10 @@ Three figures, each with its method recorded:
   graph and replayed, each replay bracketed by events with L2 flushed before it, with no host
   synchronisation between trials, so launch latency stays out of the window. Models that cannot be
   captured are timed with the same loop on eager calls. Reference and candidate always share one method.
-  The median is reported as the figure (robust to the odd preempted trial); calls go in blocks of 20
-  until that median's relative standard error is 0.5 % (`EvalSettings.device_target_rse`), 100 at most.
+  The median is reported as the figure (robust to the odd preempted trial). Where the reproducible
+  figure runs (the default on CUDA) its pairs are these calls (`stages.timing.device_figure`);
+  otherwise calls go in blocks of 20 until that median's relative standard error is 0.5 %
+  (`EvalSettings.device_target_rse`), 100 at most (`time_device`).
 * **repro** (`interleaved_graph_replay`, else `interleaved_events`): reference and candidate timed in
   alternating pairs until the figure's relative standard error is small, with a confidence interval and
   the SM clock before and after (`time_repro`; the section "the reproducible figure" below). The figure
@@ -76,6 +78,8 @@ class _Entropy:
 entropy = _Entropy()
 
 PARITY_METHOD = "cuda_event_sync"
+DEVICE_GRAPH_METHOD = "cuda_graph_replay"
+DEVICE_EVENTS_METHOD = "back_to_back_events"
 CPU_METHOD = "cpu_perf_counter"
 
 
@@ -392,8 +396,8 @@ def time_device(
     kw = dict(warmup=warmup, trials=trials, flusher=flusher, min_trials=min_trials, target_rse=target_rse)
     captured = captured_graphs(fns, atol, rtol, graphs)
     if captured is not None:
-        return "cuda_graph_replay", {k: _events_loop(g.replay, **kw) for k, g in captured.items()}
-    return "back_to_back_events", {
+        return DEVICE_GRAPH_METHOD, {k: _events_loop(g.replay, **kw) for k, g in captured.items()}
+    return DEVICE_EVENTS_METHOD, {
         k: _events_loop(lambda f=fn, a=args: f(*a), **kw) for k, (fn, args) in fns.items()
     }
 
@@ -1012,7 +1016,7 @@ def time_repro(
     atol: float,
     rtol: float,
     graphs: dict[str, torch.cuda.CUDAGraph | None] | None = None,
-) -> None:
+) -> Interleaved:
     """The reproducible figure of `fns` ({"reference": (model, inputs), "candidate": (model, inputs)}),
     written into `info`'s `repro_*` and `sm_clock_mhz_*` fields (see the section's comment above).
 
@@ -1021,7 +1025,8 @@ def time_repro(
     CPU, eager calls on the host clock ("interleaved_cpu_perf_counter", no flush). Times in ms;
     `repro_speedup` is the median of the paired ratios reference / candidate, `repro_ci95` its 95 %
     interval [lo, hi], `repro_trials` the number of pairs. `graphs`: the captures' memo
-    (`captured_graphs`) of an earlier figure on the same models and inputs.
+    (`captured_graphs`) of an earlier figure on the same models and inputs. Returns the pairs as timed
+    (the device figure's calls too, `stages.timing.device_figure`).
     """
     cuda = device.type == "cuda"
     info.sm_clock_mhz_before = sm_clock_mhz(device)
@@ -1062,3 +1067,4 @@ def time_repro(
         "warmup": settings.warmup,
         "blocks": run.blocks,
     }
+    return run

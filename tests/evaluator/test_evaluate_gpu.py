@@ -74,3 +74,21 @@ def test_a_second_gpu_by_index_runs_the_kernels_there(kb_dataset, name):
         pytest.skip("needs two GPUs")
     r = run(name, "1/19", device="cuda:1")
     assert r.status == Status.CORRECT, r.message
+
+
+def test_the_device_figure_comes_from_the_reproducible_figures_pairs_unless_that_is_off(kb_dataset):
+    """Issue 13: the device figure no longer times its own calls where the reproducible figure ran."""
+    both = run("cuda_relu", "toy/relu")
+    t = both.timing
+    assert both.status == Status.CORRECT, both.message
+    assert t.settings["device"] == {"from": "repro", "pairs": t.repro_trials}
+    assert t.device_method == {"interleaved_graph_replay": "cuda_graph_replay",
+                               "interleaved_events": "back_to_back_events"}[t.repro_method]  # fmt: skip
+    assert t.device_candidate.median_ms == t.repro_candidate.median_ms
+    assert t.device_reference.trials == t.repro_trials
+    lo, hi = t.device_speedup_ci95
+    assert lo <= t.device_speedup <= hi
+    alone = run("cuda_relu", "toy/relu", repro_timing=False)
+    assert alone.status == Status.CORRECT, alone.message
+    assert alone.timing.repro_method is None and alone.timing.settings["device"]["min_trials"] == 20
+    assert alone.timing.device_method == "cuda_graph_replay" and alone.timing.device_speedup > 0
