@@ -201,9 +201,10 @@ class DispatchGuard:
 
 
 def _harness_ops(torch) -> set[str]:
-    """Names of the aten ops (with overload) that a passing and a failing comparison, torch's random
-    draws, a copy and a clone dispatch on the CPU."""
-    from kb_agent.evaluator.compare import compare_outputs
+    """Names of the aten ops (with overload) that a passing and a failing comparison, the strict trials'
+    relative error (both of its paths), a finiteness test, an equality test, torch's random draws, a
+    copy and a clone dispatch on the CPU."""
+    from kb_agent.evaluator.compare import compare_outputs, relative_error
     from torch.utils._python_dispatch import TorchDispatchMode
 
     ops: set[str] = set()
@@ -218,6 +219,12 @@ def _harness_ops(torch) -> set[str]:
     with torch.no_grad(), _Record():
         compare_outputs(a, a + 1e-7, 1e-4, 1e-4, 0, 0)
         compare_outputs(a, a + 1.0, 1e-4, 1e-4, 0, 0)
+        (
+            relative_error(a, a + 1.0),
+            relative_error(a, a.int()),
+            torch.isfinite(a).all(),
+            same_values(torch, a, a),
+        )
         torch.rand(4), torch.randn(4), torch.randint(0, 5, (4,)), torch.bernoulli(torch.full((4,), 0.5))
         torch.empty(4).uniform_(), torch.empty(4).normal_(), a.clone().copy_(a)
     return ops
@@ -360,30 +367,6 @@ def live_threads(before: set[int]) -> list[str]:
 
 
 # ----------------------------------------------------------------------------------------- outputs
-def relative_error(expected, actual) -> float | None:
-    """‖actual − expected‖ / ‖expected‖ in float64 over all output tensors; None when the reference
-    output is all zeros (no scale to compare against)."""
-    import torch
-    from kb_agent.evaluator.compare import flat_chunks, flatten_outputs
-
-    nums, dens = [], []  # squared norms per chunk, left on the device until one read at the end
-    for e, a in zip(flatten_outputs(expected), flatten_outputs(actual), strict=False):
-        if not isinstance(e, torch.Tensor) or not isinstance(a, torch.Tensor) or e.shape != a.shape:
-            return float("inf")
-        for _, ec, ac in flat_chunks(e.detach(), a.detach().to(e.device)):  # bounded float64 temporaries
-            e64 = ec.to(torch.float64)
-            nums.append((ac.to(torch.float64) - e64).square().sum())
-            dens.append(e64.square().sum())
-    if not nums:
-        return None
-    num, den = torch.stack([torch.stack(nums).sum(), torch.stack(dens).sum()]).tolist()
-    if num != num:  # a NaN anywhere in the difference
-        return float("inf")
-    if den == 0.0:
-        return None
-    return (num / den) ** 0.5
-
-
 def same_values(torch_mod, a, b) -> bool:
     """Whether two tensors hold equal elements (`torch.equal`: -0.0 equals 0.0), NaN equal to NaN."""
     if torch_mod.equal(a, b):

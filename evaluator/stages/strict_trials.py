@@ -40,8 +40,8 @@ def extra_trials(ev) -> None:
 def _trial(ev, name: str, inputs: list, seed: int) -> None:
     """One strict trial on `inputs` (which only reach the reference as a clone); what it records goes to
     `ev.checks`. Its tensors die with the call."""
-    from kb_agent.evaluator.compare import compare_outputs, flatten_outputs
-    from kb_agent.evaluator.strict import changed_inputs, exact_types, relative_error
+    from kb_agent.evaluator.compare import compare_outputs, flatten_outputs, relative_error
+    from kb_agent.evaluator.strict import changed_inputs, exact_types
     from kb_agent.evaluator.thresholds import MAX_RELATIVE_ERROR
     from kb_agent.evaluator.timing import early_read
 

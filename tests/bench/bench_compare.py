@@ -28,8 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
-from kb_agent.evaluator.compare import compare_outputs  # noqa: E402
-from kb_agent.evaluator.strict import relative_error  # noqa: E402
+from kb_agent.evaluator.compare import compare_outputs, relative_error  # noqa: E402
 
 ATOL = RTOL = 1e-2  # KernelBench's fp32 tolerances
 

@@ -8,8 +8,7 @@ import pytest
 import torch
 from kb_agent.agent.feedback import trial_line
 from kb_agent.evaluator import compare
-from kb_agent.evaluator.compare import compare_outputs
-from kb_agent.evaluator.strict import relative_error
+from kb_agent.evaluator.compare import compare_outputs, relative_error
 
 
 def _pair():
@@ -147,6 +146,30 @@ def test_relative_error_over_chunks_and_outputs(monkeypatch):
     assert relative_error(e, a) == float("inf")
     assert relative_error(torch.zeros(4), torch.ones(4)) is None  # no scale to compare against
     assert relative_error(e, e[:5]) == float("inf")  # a shape mismatch
+
+
+def _relative_error_in_float64(e, a):
+    return math.sqrt((a.double() - e.double()).square().sum() / e.double().square().sum())
+
+
+def test_relative_error_in_the_outputs_dtype_agrees_with_float64_and_falls_back_past_its_range():
+    """The difference is taken in float32 where both outputs are float32, and again in float64 where
+    that is not finite: an honest output near float32's largest values must not read as infinitely
+    wrong."""
+    g = torch.Generator().manual_seed(7)
+    e = torch.randn(4096, generator=g) * 1e3
+    a = e + 1e-3 * torch.randn(4096, generator=g)
+    assert relative_error(e, a) == pytest.approx(_relative_error_in_float64(e, a), rel=1e-5)
+    assert relative_error(e, a.double()) == pytest.approx(_relative_error_in_float64(e, a), rel=1e-9)
+    big = torch.full((1000,), 3.0e38)
+    off = big.clone()
+    off[0] = -3.0e38  # a difference of 6e38: past float32, well inside float64
+    assert torch.isinf(torch.sub(off, big)).any()
+    assert relative_error(big, off) == pytest.approx(_relative_error_in_float64(big, off), rel=1e-9)
+    assert relative_error(big, off) < 1.0
+    counts = torch.arange(10)
+    assert relative_error(counts, counts + 1) == pytest.approx(_relative_error_in_float64(counts, counts + 1))
+    assert relative_error(e, torch.full_like(e, float("inf"))) == float("inf")
 
 
 def test_chunked_verdict_is_allclose_on_the_whole_tensor(monkeypatch):

@@ -75,3 +75,26 @@ def test_a_replaced_attribute_is_named_once_and_a_shadowing_class_attribute_coun
     m.seed = lambda x: 0
     Child.copy_ = lambda self: 2  # a new key of Child, hiding Base's
     assert sorted(guard.changed()) == ["Child.copy_", "m.seed"]
+
+
+def test_a_kernel_registered_over_the_relative_errors_norm_is_found():
+    """Strict trials off the declared distribution are judged by `compare.relative_error` alone, whose
+    norm is `aten::linalg_vector_norm`: a candidate's kernel for it (returning 0) would pass them. The
+    dispatch guard's recording run covers it (in a child: the registration would outlive the test)."""
+    import subprocess
+    import sys
+
+    code = """
+import torch
+from kb_agent.evaluator.strict import DispatchGuard
+from kb_agent.evaluator.compare import relative_error
+guard = DispatchGuard(torch)
+assert guard.changed() == []
+lib = torch.library.Library("aten", "IMPL")
+lib.impl("linalg_vector_norm", lambda x, *a, **k: torch.zeros((), dtype=torch.float64), "CPU")
+assert relative_error(torch.ones(4), torch.zeros(4)) is None  # no scale: passes, as an override would
+print(guard.changed())  # ...and is named
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "aten::linalg_vector_norm" in out.stdout
