@@ -105,7 +105,8 @@ class EvalSettings:
         max_output_chars: the candidate's stdout/stderr are truncated to this many characters.
         strict: run the strict checks (`evaluator.strict`) beside KernelBench's rules; a failed check
             makes the status `rejected`. The parity verdict is kept in `EvalResult.strict`.
-        strict_timed_trials: timed calls on fresh input values in strict mode.
+        strict_timed_trials: timed calls on fresh input values in strict mode; on a GPU the most, fewer
+            for a kernel of milliseconds (`stages.timing.fresh_calls`).
         sandbox: in strict mode, confine the evaluation child with Landlock where the kernel has it
             (evaluator.sandbox): files written only in its work and build folders, no TCP, no signals
             to other processes. Native code is held too, which the audit hook alone cannot do.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 
 from kb_agent.evaluator.context import record_interference, set_seed, tampering_now, tensors
@@ -160,14 +161,14 @@ def strict_timing(ev, info, inputs: list, flusher, layout: list, parity_ms: list
     # minutes, and the timing draw plus offsets serve instead
     cheap = ev.settings.inputs_on_device or ev.device.type == "cpu"
     try:
-        t = timing.time_strict(ev.new_model, inputs, trials=ev.settings.strict_timed_trials, flusher=flusher,
+        t = timing.time_strict(ev.new_model, inputs, trials=fresh_calls(ev, info), flusher=flusher,
                                device=ev.device, judge=spot_check, before_call=set_seed,
                                draw=(lambda seed: _fitting_draw(ev, inputs, seed)) if cheap else None)  # fmt: skip
     except timing.InputsAltered as e:
         ev.checks.record("inputs_unchanged", False, str(e))
         return
     fresh, wall, after = timing.stats(t.events_ms), timing.stats(t.host_ms), timing.stats(t.after_stream_ms)
-    info.settings["strict"] = {
+    info.settings.setdefault("strict", {}).update({
         "trials": len(t.events_ms),
         "event_mean_ms": fresh.mean_ms,
         "host_mean_ms": wall.mean_ms,
@@ -175,7 +176,7 @@ def strict_timing(ev, info, inputs: list, flusher, layout: list, parity_ms: list
         "host_median_ms": wall.median_ms,
         "after_stream_median_ms": after.median_ms,
         "unready_calls": t.unready,
-    }
+    })  # fmt: skip
     # judged before the census calls the candidate again on these tensors (an in-place kernel writes
     # them again there)
     if t.before_last is not None:
@@ -228,6 +229,20 @@ def strict_timing(ev, info, inputs: list, flusher, layout: list, parity_ms: list
                          "judged call on fresh values: outputs replayed while the inputs stay the same?")  # fmt: skip
     del t
     checked_call(ev, inputs, layout)
+
+
+def fresh_calls(ev, info) -> int:
+    """How many of strict timing's calls get fresh values: `strict_timed_trials`, or on a GPU fewer for
+    a kernel of milliseconds, sized by its parity median (`thresholds.STRICT_FRESH_MS`,
+    `STRICT_FEWEST_FRESH`); recorded in `settings["strict"]["sized_from_ms"]`."""
+    from kb_agent.evaluator.thresholds import STRICT_FEWEST_FRESH, STRICT_FRESH_MS
+
+    most = ev.settings.strict_timed_trials
+    parity = info.candidate.median_ms if info.candidate is not None else 0.0
+    if ev.device.type != "cuda" or not parity > 0:
+        return most
+    info.settings.setdefault("strict", {})["sized_from_ms"] = parity
+    return max(min(most, STRICT_FEWEST_FRESH), min(most, math.ceil(STRICT_FRESH_MS / parity)))
 
 
 def judge_call(ev, inputs: list, before: list, out, what: str, seed: int) -> None:

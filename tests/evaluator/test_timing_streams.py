@@ -242,3 +242,30 @@ def test_time_strict_seeds_every_call_anew_and_tells_the_judge_which_seed_its_ca
                            before_call=lambda seed: (seeds.append(seed), torch.manual_seed(seed)))  # fmt: skip
     assert seen_by_call == seeds and len(set(seeds)) == len(seeds) == 12
     assert len(judged) == 1 and judged[0] in seeds[:-1] and t.last_seed == seeds[-1]
+
+
+def test_strict_timings_fresh_calls_are_sized_to_the_kernel_on_a_gpu_only():
+    """Issue 13: a kernel of milliseconds needs no 20 fresh calls (each with a 6 GiB draw on KernelBench's
+    elementwise problems); a short one keeps them, and the CPU (noisy under load) always does."""
+    from types import SimpleNamespace
+
+    from kb_agent.evaluator.result import TimingInfo
+    from kb_agent.evaluator.stages.timing import fresh_calls
+    from kb_agent.evaluator.thresholds import STRICT_FEWEST_FRESH, STRICT_FRESH_MS
+
+    def calls(device: str, median_ms: float | None, most: int = 20) -> tuple[int, dict]:
+        ev = SimpleNamespace(device=SimpleNamespace(type=device),
+                             settings=SimpleNamespace(strict_timed_trials=most))  # fmt: skip
+        info = TimingInfo()
+        if median_ms is not None:
+            info.candidate = SimpleNamespace(median_ms=median_ms)
+        return fresh_calls(ev, info), info.settings
+
+    assert calls("cuda", 0.1)[0] == 20
+    assert calls("cuda", STRICT_FRESH_MS / 12)[0] == 12
+    n, settings = calls("cuda", 3.0)
+    assert n == max(STRICT_FEWEST_FRESH, 9) and settings["strict"]["sized_from_ms"] == 3.0
+    assert calls("cuda", 500.0)[0] == STRICT_FEWEST_FRESH
+    assert calls("cuda", 500.0, most=5)[0] == 5  # never more than asked for
+    assert calls("cpu", 3.0) == (20, {})
+    assert calls("cuda", None)[0] == 20
