@@ -66,6 +66,14 @@ def interference(ev) -> str:
         found.append(f"kernels of its own for {', '.join(ops[:4])}")
     if hooks := global_module_hooks(torch):  # every nn.Module's call runs them, the reference's too
         found.append(f"global module hooks ({', '.join(hooks[:4])})")
+    monitor, tampered = getattr(ev, "monitor", None), getattr(ev, "monitor_tampered", None)
+    if monitor is not None and tampered is not None:  # switched off, it blocks nothing
+        bad = tampered(monitor)
+        if len(monitor.events) < ev.monitor_events_seen:
+            bad.append("its record cut short")
+        ev.monitor_events_seen = max(ev.monitor_events_seen, len(monitor.events))
+        if bad:
+            found.append(f"the side-effect monitor changed ({'; '.join(bad)})")
     return "; ".join(found)
 
 
@@ -185,6 +193,8 @@ class Evaluation:
         self.guard = None
         self.dispatch_guard = None  # strict.DispatchGuard, made with `guard` (stages.build)
         self.monitor = None
+        self.monitor_tampered = None  # SideEffectMonitor.tampered, bound when the monitor is installed
+        self.monitor_events_seen = 0  # the most events its record held when last looked at
         self.threads_before: set = set()
 
     # -- helpers ------------------------------------------------------------------------------------
@@ -271,13 +281,14 @@ class Evaluation:
         from kb_agent.evaluator.strict import live_threads
 
         checks = self.checks
+        # tampering first: the monitor is still on, as the candidate must have left it
+        changed = tampering_now(self) if self.guard is not None else None
         if self.monitor is not None:
             self.monitor.active = False
             checks.record(
                 "side_effects", not self.monitor.events, "; ".join(dict.fromkeys(self.monitor.events))
             )
-        if self.guard is not None:
-            changed = tampering_now(self)
+        if changed is not None:
             checks.record("tampering", not changed, ", ".join(changed[:8]))
         threads = live_threads(self.threads_before)
         checks.record(

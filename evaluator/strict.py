@@ -98,16 +98,25 @@ def static_findings(source: str) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------- tampering
+_MISSING = object()
+# mutable values of the evaluator's own modules that change in an honest evaluation (caches)
+_MUTABLE_GLOBALS = {("kb_agent.evaluator.timing", "_readers")}
+_CONTAINERS = (dict, list, set, bytearray)
+
+
 class TamperGuard:
     """Snapshots the attributes of the modules and classes the evaluator relies on; `changed()` names
-    those the candidate replaced (new attributes, such as lazily loaded submodules, are not changes).
+    those the candidate replaced or deleted (new attributes, such as lazily loaded submodules, are not
+    changes), the Python functions among them whose insides it changed (`_insides`), and, for the
+    objects named in `contents` (the evaluator's own modules), the dicts, lists and sets whose contents
+    it changed (`thresholds.REPLAY_FLOOR["cuda"] = 0`; caches of `_MUTABLE_GLOBALS` aside).
     Run before every draw of strict timing's fresh values (`context.tampering_now`), so it is kept to
-    identity tests over lists made once: 2,600 attributes and 600 functions' insides in 1 ms, where
-    rebuilding each function's insides per run took 3 ms (2-core CPU, 2026-12-07)."""
+    identity tests over lists made once: 2,600 attributes and 600 functions' insides in under 1 ms,
+    where rebuilding each function's insides per run took 3 ms (2-core CPU, 2026-12-07)."""
 
     _SKIPPED = ("__dict__", "__weakref__")
 
-    def __init__(self, objects: dict[str, Any]):
+    def __init__(self, objects: dict[str, Any], contents: tuple[str, ...] = ()):
         self.objects = objects
         self.snapshot = {name: dict(vars(obj)) for name, obj in objects.items()}
         # (name, object, [(key, value)]) per guarded object, the keys a change of which counts
@@ -120,13 +129,17 @@ class TamperGuard:
         # closure cell, defaults), under any wrapper too (`torch.manual_seed` is one): kept as they are now
         self.insides = {(name, key): inside for name, key_values in ((n, i) for n, _, i in self._items)
                         for key, value in key_values if (inside := _insides(value))}  # fmt: skip
+        self._contents = [
+            (name, key, value, _copy(value)) for name in contents for key, value in self.snapshot[name].items()
+            if type(value) in _CONTAINERS and (getattr(objects[name], "__name__", name), key) not in _MUTABLE_GLOBALS
+        ]  # fmt: skip
 
     def changed(self) -> list[str]:
         out = []
         for name, obj, items in self._items:
             now = vars(obj)
             for key, value in items:
-                if now.get(key, value) is not value:
+                if now.get(key, _MISSING) is not value:
                     out.append(f"{name}.{key}")
             if isinstance(obj, type):  # a new attribute of a class that hides its base's (torch.Tensor's
                 # methods live on the C base, torch._C.TensorBase: `torch.Tensor.copy_ = f` adds a key)
@@ -136,20 +149,34 @@ class TamperGuard:
         replaced = set(out)
         out += [f"{name}.{key} (its code)" for (name, key), chain in self.insides.items()
                 if f"{name}.{key}" not in replaced and not _same_insides(chain)]  # fmt: skip
+        out += [f"{name}.{key} (its contents)" for name, key, value, then in self._contents
+                if f"{name}.{key}" not in replaced and value != then]  # fmt: skip
         return out
 
 
+def _copy(value):
+    return bytes(value) if isinstance(value, bytearray) else type(value)(value)
+
+
 def _insides(value: Any) -> list[tuple]:
-    """For a Python function (or a classmethod, staticmethod or wrapper of one: down its `__wrapped__`
-    chain), per function: the function, its code, defaults and keyword defaults, the callables in its
-    closure cells (None for a cell holding data, which may change) and the next function of the chain
-    (`__wrapped__` in its own __dict__, as functools.wraps sets it); [] for anything else."""
+    """For a Python function (or a classmethod, staticmethod, functools.partial or wrapper of one: down
+    its `__wrapped__` chain), one entry per link: the classmethod/staticmethod holding it (its
+    `__func__` can be set again in place, `staticmethod.__init__(sm, f)`) or a partial (its
+    `__setstate__` re-points it) with what it held then, and for each function its code, defaults,
+    keyword defaults (a copy too: the dict can change in place), the callables in its closure cells
+    (None for a cell holding data, which may change) and the next function of the chain (`__wrapped__`
+    in its own __dict__, as functools.wraps sets it); [] for anything else."""
+    import functools
     import types
 
-    out = []
+    out: list[tuple] = []
     for _ in range(8):
         if isinstance(value, (classmethod, staticmethod)):
+            out.append(("holder", value, value.__func__))
             value = value.__func__
+        if isinstance(value, functools.partial):
+            out.append(("partial", value, value.func, value.args, dict(value.keywords)))
+            value = value.func
         if not isinstance(value, types.FunctionType):
             break
         cells = []
@@ -158,17 +185,33 @@ def _insides(value: Any) -> list[tuple]:
                 cells.append(cell.cell_contents if callable(cell.cell_contents) else None)
             except ValueError:  # an empty cell
                 cells.append(None)
+        kw = value.__kwdefaults__
         wrapped = vars(value).get("__wrapped__")
-        out.append((value, value.__code__, value.__defaults__, value.__kwdefaults__, tuple(cells), wrapped))
+        out.append(
+            ("function", value, value.__code__, value.__defaults__, kw, dict(kw or {}), tuple(cells), wrapped)
+        )
         value = wrapped
     return out
 
 
 def _same_insides(chain: list[tuple]) -> bool:
-    """Whether each function of an `_insides` chain still has the code, defaults, closure callables and
-    next function it had then (identity tests: nothing is built)."""
-    for fn, code, defaults, kwdefaults, cells, wrapped in chain:
-        if fn.__code__ is not code or fn.__defaults__ is not defaults or fn.__kwdefaults__ is not kwdefaults:
+    """Whether each link of an `_insides` chain still holds what it held then (identity tests, and the
+    keyword dicts' items: nothing is built but for a partial's)."""
+    for entry in chain:
+        kind, obj = entry[0], entry[1]
+        if kind == "holder":
+            if obj.__func__ is not entry[2]:
+                return False
+            continue
+        if kind == "partial":
+            _, _, func, args, keywords = entry
+            if obj.func is not func or obj.args is not args or not _same_items(obj.keywords, keywords):
+                return False
+            continue
+        _, fn, code, defaults, kw, kw_items, cells, wrapped = entry
+        if fn.__code__ is not code or fn.__defaults__ is not defaults or fn.__kwdefaults__ is not kw:
+            return False
+        if kw is not None and not _same_items(kw, kw_items):
             return False
         if vars(fn).get("__wrapped__") is not wrapped:
             return False
@@ -181,6 +224,10 @@ def _same_insides(chain: list[tuple]) -> bool:
             except ValueError:  # emptied
                 return False
     return True
+
+
+def _same_items(now: dict, then: dict) -> bool:
+    return len(now) == len(then) and all(now.get(k, _MISSING) is v for k, v in then.items())
 
 
 class DispatchGuard:
@@ -360,6 +407,36 @@ class SideEffectMonitor:
     def install(self) -> None:
         sys.addaudithook(self)
         self.active = True
+        # what `tampered` holds its state to from now on: the instance's own attributes (an instance
+        # attribute `_block` or `_from_candidate` would shadow the class's), roots and record
+        self._pristine = (
+            frozenset(vars(self)) | {"_pristine"},
+            tuple(self.roots),
+            self.candidate_dir,
+            self.events,
+        )
+
+    def tampered(self) -> list[str]:
+        """What a candidate changed of this installed monitor's own state (called between its calls,
+        through the class: `SideEffectMonitor.tampered(monitor)`): switched off (`active`, `_busy`:
+        the hook then lets everything through), its class, attributes added that shadow its methods,
+        its roots or candidate folder, its record of what was blocked replaced; [] for nothing. (That
+        record cut short is the caller's to see: a count kept here, the candidate could reset too.)
+        The evaluator's own pauses (`paused`, a build's) end before the candidate runs again."""
+        state = vars(self)
+        keys, roots, candidate_dir, events = state.get("_pristine") or (frozenset(), (), None, None)
+        found = []
+        if type(self) is not SideEffectMonitor:
+            found.append("its class")
+        if state.get("active") is not True or state.get("_busy") is not False:
+            found.append("switched off")
+        if set(state) != keys:
+            found.append(f"attributes {', '.join(sorted(set(state) ^ keys))}")
+        if tuple(state.get("roots", ())) != roots or state.get("candidate_dir") != candidate_dir:
+            found.append("its allowed folders")
+        if state.get("events") is not events:
+            found.append("its record")
+        return found
 
 
 def live_threads(before: set[int]) -> list[str]:

@@ -177,12 +177,16 @@ def arm_strict_checks(ev, backend: str) -> None:
              os.environ.get("TMPDIR", ev.workdir)]  # fmt: skip
     ev.monitor = SideEffectMonitor([Path(r) for r in roots], candidate_dir=ev.workdir)
     ev.monitor.install()
+    ev.monitor_tampered = (
+        SideEffectMonitor.tampered
+    )  # (through the class: an instance attribute may shadow it)
     context.set_monitor(ev.monitor)
     # the evaluator's own modules and classes: the child's entry (__main__), the stages, the judge's inputs
     own = {name: mod for name, mod in sys.modules.items() if name in _OWN_MODULES}
     own.update({"Evaluation": type(ev), "Channel": type(ev.chan), "Checks": type(ev.checks),
                 "SideEffectMonitor": SideEffectMonitor, "TamperGuard": TamperGuard})  # fmt: skip
-    ev.guard = TamperGuard({**guarded_objects(ev.torch, ev.ref_mod), **own})
+    ours = tuple(name for name in own if name.startswith("kb_agent.evaluator"))  # their constants too
+    ev.guard = TamperGuard({**guarded_objects(ev.torch, ev.ref_mod), **own}, contents=ours)
     ev.guard_changed = ev.guard.changed  # bound now, like the verdict above
 
 

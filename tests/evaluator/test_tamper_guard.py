@@ -98,3 +98,50 @@ print(guard.changed())  # ...and is named
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "aten::linalg_vector_norm" in out.stdout
+
+
+def test_changes_in_place_that_keep_every_attribute_the_same_object_are_named():
+    """helper-12 (2026-12-07): a staticmethod or classmethod given another function in place, a partial
+    re-pointed, keyword defaults changed in their dict, a guarded attribute deleted, a guarded module's
+    dict of constants changed."""
+
+    class C:
+        @staticmethod
+        def s(x):
+            return x
+
+        @classmethod
+        def c(cls, x):
+            return x
+
+    def k(x, *, scale=1):
+        return x * scale
+
+    def other(cls_or_x, x=None):
+        return 0
+
+    def fresh():
+        m = types.ModuleType("constants")
+        m.part, m.k, m.floors, m.gone = functools.partial(k, 1), k, {"cuda": 0.5}, 1
+        return m, C
+
+    changes = {
+        "staticmethod": (lambda m, c: staticmethod.__init__(vars(c)["s"], other), "C.s (its code)"),
+        "classmethod": (lambda m, c: classmethod.__init__(vars(c)["c"], other), "C.c (its code)"),
+        "partial": (lambda m, c: m.part.__setstate__((other, (1,), {}, None)), "m.part (its code)"),
+        "kwdefaults": (lambda m, c: m.k.__kwdefaults__.__setitem__("scale", 0), "m.k (its code)"),
+        "deleted": (lambda m, c: delattr(m, "gone"), "m.gone"),
+        "contents": (lambda m, c: m.floors.__setitem__("cuda", 0.0), "m.floors (its contents)"),
+    }
+    for what, (change, named) in changes.items():
+        m, c = fresh()
+        saved = (vars(c)["s"].__func__, vars(c)["c"].__func__, k.__kwdefaults__.copy())
+        guard = TamperGuard({"m": m, "C": c}, contents=("m",))
+        assert guard.changed() == [], what
+        change(m, c)
+        try:
+            assert named in guard.changed(), (what, guard.changed())
+        finally:  # C and k are shared by every case
+            staticmethod.__init__(vars(c)["s"], saved[0])
+            classmethod.__init__(vars(c)["c"], saved[1])
+            k.__kwdefaults__.update(saved[2])
