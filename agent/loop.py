@@ -205,6 +205,9 @@ class TrajectoryEnd:
     sample: int
     outcome: str  # one of agent.store.OUTCOMES
     reason: str | None = None  # model_unavailable because the run stopped asking a model that is down: why
+    retimed_speedup: float | None = (
+        None  # the best correct turn's speedup re-timed in a fresh process (fast_p's)
+    )
 
 
 OnTurn = Callable[[TurnEvent], None]
@@ -490,8 +493,13 @@ def run_trajectory(ctx: _Run, traj_id: int, problem: Problem, sample: int) -> st
         log.info("%s sample %d: %s", problem.key, sample, outcome)
         if ctx.on_trajectory is not None:
             reason = ctx.down if outcome == "model_unavailable" else None
+            retimed = [t["retimed_speedup"] for t in ctx.store.turns(traj_id)
+                       if t.get("retimed_status") == "correct" and t.get("retimed_speedup") is not None]  # fmt: skip
+            end = TrajectoryEnd(
+                ctx.run_id, traj_id, problem.key, sample, outcome, reason, max(retimed, default=None)
+            )
             with ctx.lock:
-                ctx.on_trajectory(TrajectoryEnd(ctx.run_id, traj_id, problem.key, sample, outcome, reason))
+                ctx.on_trajectory(end)
     return outcome
 
 

@@ -104,6 +104,12 @@ class TurnPrinter:
             if end.trajectory_id not in self._ended:
                 self._ended.add(end.trajectory_id)
                 self.finished += 1
+        if end.retimed_speedup is not None:  # what report and fast_p use: say so where the turns were shown
+            self.progress.console.print(
+                f"{end.problem} sample {end.sample}: best turn re-timed in a fresh process "
+                f"{fmt_speedup(end.retimed_speedup)} (the figure fast_p and report use)",
+                highlight=False,
+            )
 
     def eta_s(self) -> float | None:
         """Seconds left at this session's pace (turns done per second so far) over the turns left, each

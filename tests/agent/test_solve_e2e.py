@@ -92,6 +92,8 @@ def test_the_readme_main_job_needs_no_key_no_server_and_no_dataset(tmp_path):
     assert r.returncode == 0, r.stderr
     lines = [line for line in r.stdout.splitlines() if line.startswith("toy/relu sample 0 turn")]
     assert [line.split()[5] for line in lines] == ["compile_error", "incorrect", "correct"], r.stdout
+    # the re-timed figure, which report's differs from the turn's by, is named where the turns were shown
+    assert "toy/relu sample 0: best turn re-timed in a fresh process" in r.stdout, r.stdout
     assert (tmp_path / "runs" / "kb.sqlite").is_file()  # the default store, relative to the working directory
     r = subprocess.run([*CLI, "report"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
