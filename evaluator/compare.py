@@ -379,8 +379,8 @@ def compare_outputs(
 
 def relative_error(expected, actual) -> float | None:
     """‖actual − expected‖ / ‖expected‖ over all output tensors, summed in float64; None when the
-    reference output is all zeros (no scale to compare against); inf where a shape differs or the
-    difference holds a NaN.
+    reference output is all zeros (no scale to compare against); inf where the number of outputs or a
+    shape differs or the difference holds a NaN.
 
     Same-dtype float32/float64 outputs take the difference in their own dtype and its norm in float64
     (`torch.linalg.vector_norm(dtype=float64)`: about 20 bytes moved per element); any other pair, and
@@ -388,8 +388,11 @@ def relative_error(expected, actual) -> float | None:
     both sides cast to float64 first, about 100 bytes per element (the whole figure before
     2026-12-07). The strict trials take it per trial on the full output (1.6e9 elements for
     KernelBench 1/19)."""
+    flat_e, flat_a = flatten_outputs(expected), flatten_outputs(actual)
+    if len(flat_e) != len(flat_a):  # (an empty tuple for a tensor had no pair to differ, and passed)
+        return float("inf")
     pairs = []
-    for e, a in zip(flatten_outputs(expected), flatten_outputs(actual), strict=False):
+    for e, a in zip(flat_e, flat_a, strict=True):
         if not isinstance(e, torch.Tensor) or not isinstance(a, torch.Tensor) or e.shape != a.shape:
             return float("inf")
         pairs.append((e.detach(), a.detach().to(e.device)))

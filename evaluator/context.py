@@ -74,6 +74,8 @@ def interference(ev) -> str:
         ev.monitor_events_seen = max(ev.monitor_events_seen, len(monitor.events))
         if bad:
             found.append(f"the side-effect monitor changed ({'; '.join(bad)})")
+    if (pinned := getattr(ev, "pinned", None)) is not None and (moved := pinned.moved(ev)):
+        found.append(f"the evaluator's own objects changed ({', '.join(moved[:4])})")
     return "; ".join(found)
 
 
@@ -195,6 +197,7 @@ class Evaluation:
         self.monitor = None
         self.monitor_tampered = None  # SideEffectMonitor.tampered, bound when the monitor is installed
         self.monitor_events_seen = 0  # the most events its record held when last looked at
+        self.pinned = None  # strict.PinnedState, made with the reference model (stages.build)
         self.threads_before: set = set()
 
     # -- helpers ------------------------------------------------------------------------------------

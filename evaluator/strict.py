@@ -230,6 +230,47 @@ def _same_items(now: dict, then: dict) -> bool:
     return len(now) == len(then) and all(now.get(k, _MISSING) is v for k, v in then.items())
 
 
+class PinnedState:
+    """The evaluator's own objects that a candidate able to read frames could swap or change (helper-13
+    swapped `ev.ref_model` for an impostor while it had the side-effect monitor switched off, within one
+    call, and passed every check): the evaluation's models, settings, tolerances, records and guards
+    (by identity, the settings by their fields too), and the reference model's whole module tree
+    (`_module_state`).
+    `moved(ev)` names what changed. Made before the candidate's model is constructed; `add_candidate`
+    pins that one once it is."""
+
+    KEYS = ("ref_model", "ref_mod", "settings", "checks", "chan", "guard", "dispatch_guard", "monitor", "strict",
+            "atol", "rtol", "device", "dtype", "torch")  # fmt: skip
+
+    def __init__(self, ev):
+        self.items = {k: getattr(ev, k, None) for k in self.KEYS}
+        self.settings = dict(vars(ev.settings))
+        self.modules = [_module_state(m) for m in ev.ref_model.modules()]
+
+    def add_candidate(self, ev) -> None:
+        self.items["new_model"] = ev.new_model
+
+    def moved(self, ev) -> list[str]:
+        found = [f"ev.{k}" for k, v in self.items.items() if getattr(ev, k, None) is not v]
+        if not _same_items(vars(ev.settings), self.settings):
+            found.append("ev.settings (its fields)")
+        if any(_module_state(state[0]) != state for state in self.modules):
+            found.append("the reference model")
+        return found
+
+
+def _module_state(m) -> tuple:
+    """A module as `PinnedState` compares it: itself, its class, the names of its instance attributes
+    (not what they name: KernelBench's LSTM references rebind `self.h0` in forward; a `forward` set on
+    the instance is a new name), and its children, parameters and buffers, by identity (tensors as
+    objects, not values: a BatchNorm's running statistics change in place)."""
+    own = vars(m)
+    return (m, type(m), frozenset(own),
+            tuple((k, id(v)) for k, v in own.get("_modules", {}).items()),
+            tuple((k, id(v)) for k, v in own.get("_parameters", {}).items()),
+            tuple((k, id(v)) for k, v in own.get("_buffers", {}).items()))  # fmt: skip
+
+
 class DispatchGuard:
     """The dispatcher's kernels for the aten ops the harness's own comparison, draws and copies run,
     snapshot before the candidate's import; `changed()` names those whose kernels changed since. A kernel
@@ -496,11 +537,19 @@ def in_place_mismatches(torch_mod, before: list, candidate_after: dict, referenc
 
 
 def exact_types(expected, actual) -> str | None:
-    """None when every output is a plain torch.Tensor of the reference's dtype, else what differs."""
+    """None when the output has the reference's structure (as many outputs, in the same kind of
+    container) and every output is a plain torch.Tensor of the reference's dtype, else what differs."""
     import torch
     from kb_agent.evaluator.compare import flatten_outputs
 
-    for e, a in zip(flatten_outputs(expected), flatten_outputs(actual), strict=False):
+    flat_e, flat_a = flatten_outputs(expected), flatten_outputs(actual)
+    containers = (tuple, list)
+    if len(flat_e) != len(flat_a) or (
+        (isinstance(expected, containers) or isinstance(actual, containers))
+        and type(expected) is not type(actual)
+    ):
+        return f"returned {len(flat_a)} output(s) as a {type(actual).__name__}, the reference {len(flat_e)} as a {type(expected).__name__}"
+    for e, a in zip(flat_e, flat_a, strict=True):
         if isinstance(e, torch.Tensor):
             if type(a) is not torch.Tensor:
                 return f"returned a {type(a).__module__}.{type(a).__name__}, not a plain torch.Tensor"

@@ -35,6 +35,13 @@ _OWN_MODULES = {
     "kb_agent.evaluator.stages.timing",
 }
 
+# modules whose attributes the stages call as they compute and report, guarded like the evaluator's own
+# (their contents are not: not ours): the standard library's (`dataclasses.asdict` makes every stage's
+# record; a candidate's wrapper of it multiplied the reported speedup by 10 and passed every check,
+# helper-13, 2026-12-07; `statistics.median` makes every timing figure) and the evaluator's records
+_HELPER_MODULES = ("dataclasses", "statistics", "math", "functools", "kb_agent.evaluator",
+                   "kb_agent.evaluator.result", "kb_agent.evaluator.settings", "kb_agent.evaluator.hardware")  # fmt: skip
+
 
 class BuildVerdict(Verdict):
     """A verdict of the candidate's import that follows from its sources and the toolchain alone, not from
@@ -186,6 +193,7 @@ def arm_strict_checks(ev, backend: str) -> None:
     own.update({"Evaluation": type(ev), "Channel": type(ev.chan), "Checks": type(ev.checks),
                 "SideEffectMonitor": SideEffectMonitor, "TamperGuard": TamperGuard})  # fmt: skip
     ours = tuple(name for name in own if name.startswith("kb_agent.evaluator"))  # their constants too
+    own.update({name: sys.modules[name] for name in _HELPER_MODULES if name in sys.modules})
     ev.guard = TamperGuard({**guarded_objects(ev.torch, ev.ref_mod), **own}, contents=ours)
     ev.guard_changed = ev.guard.changed  # bound now, like the verdict above
 
@@ -201,10 +209,16 @@ def construct_models(ev) -> None:
     except Exception as e:
         raise Verdict(Status.RUNTIME_ERROR, "the reference Model failed to construct (not the candidate's "
                       "fault): " + describe_exception(e, "")) from None  # fmt: skip
+    if ev.strict:  # before the candidate's constructor runs (strict.PinnedState)
+        from kb_agent.evaluator.strict import PinnedState
+
+        ev.pinned = PinnedState(ev)
     try:
         with torch.no_grad():
             set_seed(seed)
             ev.new_model = ev.ModelNew(*ev.clone(init)).to(device=ev.device, dtype=ev.dtype)
         ev.sync()
+        if ev.pinned is not None:
+            ev.pinned.add_candidate(ev)
     except BaseException as e:  # noqa: BLE001
         raise ev.runtime_verdict(e, "constructing ModelNew") from None

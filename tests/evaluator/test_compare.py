@@ -490,3 +490,17 @@ def test_a_scale_factor_with_an_infinite_inverse_is_diagnosed_without_a_crash():
     )
     r = compare_outputs(e, a, 1e-8, 1e-5, 0, 0)
     assert not r.passed and r.problem == "values" and "scale factor" in r.diagnosis
+
+
+def test_an_output_of_another_structure_is_infinitely_wrong_and_of_another_type():
+    """helper-13 (2026-12-07): an empty tuple in place of the reference's tensor zipped to no pair, so
+    the relative error was None (no scale: passing) and the exact types had nothing to differ, and a
+    wrong kernel passed every strict trial off the declared distribution by returning () there."""
+    from kb_agent.evaluator.strict import exact_types
+
+    e = torch.randn(8)
+    assert relative_error(e, ()) == float("inf")
+    assert relative_error((e, e), (e,)) == float("inf")
+    assert exact_types(e, ()) is not None
+    assert exact_types((e, e), [e, e]) is not None  # a list where the reference returns a tuple
+    assert exact_types((e, e), (e, e.clone())) is None
