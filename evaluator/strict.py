@@ -246,6 +246,11 @@ class PinnedState:
         self.items = {k: getattr(ev, k, None) for k in self.KEYS}
         self.settings = dict(vars(ev.settings))
         self.modules = [_module_state(m) for m in ev.ref_model.modules()]
+        # the reference's parameters' values (its forward changes none; buffers, such as a BatchNorm's
+        # running statistics, it may): helper-14's hook wrote [I | 0] into a Linear's weight before the
+        # reference's first call, and a kernel that skipped the matmul was correct
+        with ev.torch.no_grad():
+            self.parameters = [(p, p.detach().clone()) for p in ev.ref_model.parameters()]
 
     def add_candidate(self, ev) -> None:
         self.items["new_model"] = ev.new_model
@@ -256,16 +261,32 @@ class PinnedState:
             found.append("ev.settings (its fields)")
         if any(_module_state(state[0]) != state for state in self.modules):
             found.append("the reference model")
+        elif not all(_equal(p, then) for p, then in self.parameters):
+            found.append("the reference model's parameter values")
         return found
+
+
+# a module's own hook dicts (torch.nn.Module): a hook on the reference instance runs in its every call
+_MODULE_HOOKS = ("_forward_pre_hooks", "_forward_hooks", "_forward_pre_hooks_with_kwargs", "_forward_hooks_with_kwargs",
+                 "_forward_hooks_always_called", "_backward_pre_hooks", "_backward_hooks")  # fmt: skip
+
+
+def _equal(now, then) -> bool:
+    import torch
+
+    with torch.no_grad():
+        return now.shape == then.shape and same_values(torch, now.detach(), then)
 
 
 def _module_state(m) -> tuple:
     """A module as `PinnedState` compares it: itself, its class, the names of its instance attributes
     (not what they name: KernelBench's LSTM references rebind `self.h0` in forward; a `forward` set on
-    the instance is a new name), and its children, parameters and buffers, by identity (tensors as
-    objects, not values: a BatchNorm's running statistics change in place)."""
+    the instance is a new name), its own hooks (`_MODULE_HOOKS`), and its children, parameters and
+    buffers, by identity (tensors as objects here; parameters' values are `PinnedState`'s, buffers'
+    are not compared: a BatchNorm's running statistics change in place)."""
     own = vars(m)
-    return (m, type(m), frozenset(own),
+    hooks = tuple(tuple((k, id(v)) for k, v in own.get(name, {}).items()) for name in _MODULE_HOOKS)
+    return (m, type(m), frozenset(own), hooks,
             tuple((k, id(v)) for k, v in own.get("_modules", {}).items()),
             tuple((k, id(v)) for k, v in own.get("_parameters", {}).items()),
             tuple((k, id(v)) for k, v in own.get("_buffers", {}).items()))  # fmt: skip

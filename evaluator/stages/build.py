@@ -152,7 +152,20 @@ def load(ev) -> Verdict | None:
     info.seconds = time.perf_counter() - t0
     info.ok = verdict is None
     ev.chan.send("compile", compile=dataclasses.asdict(info), builds=wrapper.builds)
+    if ev.strict and verdict is None:
+        look_for_tampering(ev, "its import")
     return verdict
+
+
+def look_for_tampering(ev, after: str) -> None:
+    """`tampering` fails where the candidate's code has, by now, changed what the harness relies on
+    (`context.tampering_now`). Made after its import and its constructor, before either model's first
+    call: a global module pre-hook registered at import and removed in the candidate's first forward saw
+    the reference's first call, and no check after a candidate call could (helper-14, 2026-12-07)."""
+    from kb_agent.evaluator.context import tampering_now
+
+    if found := tampering_now(ev):
+        ev.checks.record("tampering", False, ", ".join(found[:8]) + f" (after {after})")
 
 
 def arm_strict_checks(ev, backend: str) -> None:
@@ -220,5 +233,6 @@ def construct_models(ev) -> None:
         ev.sync()
         if ev.pinned is not None:
             ev.pinned.add_candidate(ev)
+            look_for_tampering(ev, "its constructor")
     except BaseException as e:  # noqa: BLE001
         raise ev.runtime_verdict(e, "constructing ModelNew") from None

@@ -301,6 +301,28 @@ class ModelNew(nn.Module):
         return y * 0.5  # wrong, as the impostor is
 """
 
+# a global pre-hook registered at import sees the reference's first call (correctness trial 1 calls the
+# reference first) and slows it, and the candidate's first forward removes it, before any check after a
+# call of the candidate looked (helper-14: correct at 9,000x its honest speedup)
+HOOKS_THE_FIRST_REFERENCE_CALL = """
+import time
+from torch.nn.modules import module as _module
+
+
+def _slow(module, args):
+    if type(module).__name__ == "Model":
+        module.register_forward_pre_hook(lambda m, a: time.sleep(0.01))
+
+
+_handle = _module.register_module_forward_pre_hook(_slow)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        _handle.remove()
+        return relu_into(x.contiguous(), torch.empty_like(x))
+"""
+
 
 @pytest.mark.slow
 @pytest.mark.parametrize("source, found", [
@@ -314,6 +336,8 @@ class ModelNew(nn.Module):
     pytest.param(WRAPS_ASDICT, "dataclasses.asdict", id="the_stdlib_asdict_wrapped"),
     pytest.param(SWAPS_THE_REFERENCE_WITHIN_ONE_CALL, "the evaluator's own objects changed (ev.ref_model)",
                  id="the_reference_swapped_within_one_call"),
+    pytest.param(HOOKS_THE_FIRST_REFERENCE_CALL, "global module hooks (_global_forward_pre_hooks) (after its import)",
+                 id="a_global_hook_removed_in_the_first_forward"),
 ])  # fmt: skip
 def test_what_the_harness_computes_with_is_guarded(tmp_path, source, found):
     # each passed strict mode (fresh helpers, 2026-12-06), every strict-timing call replayed or, with the

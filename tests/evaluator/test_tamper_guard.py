@@ -145,3 +145,49 @@ def test_changes_in_place_that_keep_every_attribute_the_same_object_are_named():
             staticmethod.__init__(vars(c)["s"], saved[0])
             classmethod.__init__(vars(c)["c"], saved[1])
             k.__kwdefaults__.update(saved[2])
+
+
+def _pinned_ev():
+    import torch
+    from kb_agent.evaluator.settings import EvalSettings
+
+    class Reference(torch.nn.Module):  # BatchNorm in training mode and an LSTM-style rebound attribute
+        def __init__(self):
+            super().__init__()
+            self.linear, self.norm = torch.nn.Linear(8, 8), torch.nn.BatchNorm1d(8)
+            self.h0 = torch.zeros(8)
+
+        def forward(self, x):
+            self.h0 = self.h0.to(x.device) + 0  # rebound, as KernelBench's LSTM references do
+            return self.norm(self.linear(x)) + self.h0
+
+    ev = types.SimpleNamespace(ref_model=Reference(), new_model=None, settings=EvalSettings(device="cpu"),
+                               torch=torch, atol=1e-4, rtol=1e-4)  # fmt: skip
+    return ev, torch
+
+
+def test_a_reference_forward_that_changes_its_own_state_is_no_change():
+    from kb_agent.evaluator.strict import PinnedState
+
+    ev, torch = _pinned_ev()
+    pinned = PinnedState(ev)
+    ev.ref_model(torch.randn(4, 8))  # running statistics updated, h0 rebound
+    assert pinned.moved(ev) == []
+
+
+def test_the_reference_swapped_hooked_or_its_weights_changed_are_named():
+    """helper-13 swapped the reference for an impostor; helper-14 hooked the reference instance and wrote
+    into a Linear's weight before its first call (2026-12-07)."""
+    from kb_agent.evaluator.strict import PinnedState
+
+    changes = {
+        "ev.ref_model": lambda ev, torch: setattr(ev, "ref_model", torch.nn.Identity()),
+        "ev.settings (its fields)": lambda ev, torch: setattr(ev.settings, "strict_timed_trials", 1),
+        "the reference model": lambda ev, torch: ev.ref_model.register_forward_pre_hook(lambda m, a: None),
+        "the reference model's parameter values": lambda ev, torch: ev.ref_model.linear.weight.data.zero_(),
+    }
+    for named, change in changes.items():
+        ev, torch = _pinned_ev()
+        pinned = PinnedState(ev)
+        change(ev, torch)
+        assert named in pinned.moved(ev), named
