@@ -245,6 +245,13 @@ class PinnedState:
     def __init__(self, ev):
         self.items = {k: getattr(ev, k, None) for k in self.KEYS}
         self.settings = dict(vars(ev.settings))
+        self.repin_reference(ev)
+
+    def repin_reference(self, ev) -> None:
+        """Pin the reference's module tree and parameters as they are now: at construction, and again
+        after its first call, where a reference may set up state of its own (a buffer registered or an
+        attribute set in its first forward: the tamper checks after the candidate's import and
+        constructor, `stages.build.look_for_tampering`, have run by then, and no candidate code since)."""
         self.modules = [_module_state(m) for m in ev.ref_model.modules()]
         # the reference's parameters' values (its forward changes none; buffers, such as a BatchNorm's
         # running statistics, it may): helper-14's hook wrote [I | 0] into a Linear's weight before the

@@ -364,3 +364,21 @@ def test_strict_timings_randomness_is_the_operating_systems_whatever_random_beco
 
     monkeypatch.setattr(random.SystemRandom, "getrandbits", lambda self, k: 0)
     assert len({timing.entropy.randrange(2**31) for _ in range(8)}) == 8
+
+
+LAZY_STATE_REFERENCE = (
+    "(self.register_buffer('seen', x.new_zeros(1)) if 'seen' not in self._buffers else None, "
+    "setattr(self, 'calls', getattr(self, 'calls', 0) + 1), torch.relu(x))[-1]"
+)
+
+
+@pytest.mark.slow
+def test_a_reference_that_sets_up_state_in_its_first_forward_is_no_tampering(tmp_path):
+    # the reference's module tree is pinned (strict.PinnedState) at construction and again after its
+    # first call: a buffer registered and an attribute set there are the reference's own (helper-14's
+    # synthetic problem, rejected for tampering by 0c05539)
+    r = run(
+        problem(tmp_path, "return [torch.randn(64, 1024)]", forward=LAZY_STATE_REFERENCE),
+        _helpers.HONEST_RELU,
+    )
+    assert r.status == Status.CORRECT, r.message
