@@ -363,6 +363,7 @@ def test_real_nvcc_rejecting_sm_70(tmp_path):
     )
 
 
+@pytest.mark.slow  # two nvcc runs, 4.7 s: nvcc builds are the slow set's (README: Tests)
 @needs_nvcc
 def test_real_nvcc_and_ptxas_errors(tmp_path):
     (tmp_path / "bad.cu").write_text("__global__ void k(float* x) {\n    x[0] = undefined_thing;\n}\n")
