@@ -205,9 +205,8 @@ class TrajectoryEnd:
     sample: int
     outcome: str  # one of agent.store.OUTCOMES
     reason: str | None = None  # model_unavailable because the run stopped asking a model that is down: why
-    retimed_speedup: float | None = (
-        None  # the best correct turn's speedup re-timed in a fresh process (fast_p's)
-    )
+    # the best correct turn's speedup re-timed in a fresh process (fast_p's)
+    retimed_speedup: float | None = None
 
 
 OnTurn = Callable[[TurnEvent], None]

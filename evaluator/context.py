@@ -94,6 +94,15 @@ def tampering_now(ev) -> list[str]:
     return found + ([f"left {left}"] if (left := interference(ev)) else [])
 
 
+def record_tampering(ev, when: str) -> bool:
+    """Fail `tampering` where `tampering_now` finds anything, its first eight findings followed by
+    `when` ("after its import", ...); True where it did. Made after the candidate's import and
+    constructor, before each of strict timing's fresh draws, and once its code has stopped running."""
+    if found := tampering_now(ev):
+        ev.checks.record("tampering", False, ", ".join(found[:8]) + f" ({when})")
+    return bool(found)
+
+
 def global_module_hooks(torch) -> list[str]:
     """The kinds of global `nn.Module` hooks registered now (`register_module_forward_hook` and its
     kin: `torch.nn.modules.module._global_*`); the harness registers none. A forward hook that replaced
@@ -285,14 +294,14 @@ class Evaluation:
 
         checks = self.checks
         # tampering first: the monitor is still on, as the candidate must have left it
-        changed = tampering_now(self) if self.guard is not None else None
+        tampered = record_tampering(self, "after its last call") if self.guard is not None else None
         if self.monitor is not None:
             self.monitor.active = False
             checks.record(
                 "side_effects", not self.monitor.events, "; ".join(dict.fromkeys(self.monitor.events))
             )
-        if changed is not None:
-            checks.record("tampering", not changed, ", ".join(changed[:8]))
+        if tampered is False:
+            checks.record("tampering", True)
         threads = live_threads(self.threads_before)
         checks.record(
             "threads", not threads, f"left threads running: {', '.join(threads)}" if threads else ""

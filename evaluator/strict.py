@@ -110,7 +110,7 @@ class TamperGuard:
     changes), the Python functions among them whose insides it changed (`_insides`), and, for the
     objects named in `contents` (the evaluator's own modules), the dicts, lists and sets whose contents
     it changed (`thresholds.REPLAY_FLOOR["cuda"] = 0`; caches of `_MUTABLE_GLOBALS` aside).
-    Run before every draw of strict timing's fresh values (`context.tampering_now`), so it is kept to
+    Run before every draw of strict timing's fresh values (`context.record_tampering`), so it is kept to
     identity tests over lists made once: 2,600 attributes and 600 functions' insides in under 1 ms,
     where rebuilding each function's insides per run took 3 ms (2-core CPU, 2026-12-07)."""
 
@@ -251,7 +251,7 @@ class PinnedState:
         """Pin the reference's module tree and parameters as they are now: at construction, and again
         after its first call, where a reference may set up state of its own (a buffer registered or an
         attribute set in its first forward: the tamper checks after the candidate's import and
-        constructor, `stages.build.look_for_tampering`, have run by then, and no candidate code since)."""
+        constructor, `context.record_tampering`, have run by then, and no candidate code since)."""
         self.modules = [_module_state(m) for m in ev.ref_model.modules()]
         # the reference's parameters' values (its forward changes none; buffers, such as a BatchNorm's
         # running statistics, it may): helper-14's hook wrote [I | 0] into a Linear's weight before the

@@ -15,6 +15,7 @@ from kb_agent.evaluator.context import (
     describe_exception,
     is_triton_compile_error,
     load_module,
+    record_tampering,
     set_seed,
 )
 from kb_agent.evaluator.result import CompileInfo, Status
@@ -153,19 +154,10 @@ def load(ev) -> Verdict | None:
     info.ok = verdict is None
     ev.chan.send("compile", compile=dataclasses.asdict(info), builds=wrapper.builds)
     if ev.strict and verdict is None:
-        look_for_tampering(ev, "its import")
+        # a global module pre-hook registered at import and removed in the candidate's first forward
+        # saw the reference's first call, and no check after a candidate call could (helper-14)
+        record_tampering(ev, "after its import")
     return verdict
-
-
-def look_for_tampering(ev, after: str) -> None:
-    """`tampering` fails where the candidate's code has, by now, changed what the harness relies on
-    (`context.tampering_now`). Made after its import and its constructor, before either model's first
-    call: a global module pre-hook registered at import and removed in the candidate's first forward saw
-    the reference's first call, and no check after a candidate call could (helper-14, 2026-12-07)."""
-    from kb_agent.evaluator.context import tampering_now
-
-    if found := tampering_now(ev):
-        ev.checks.record("tampering", False, ", ".join(found[:8]) + f" (after {after})")
 
 
 def arm_strict_checks(ev, backend: str) -> None:
@@ -197,9 +189,8 @@ def arm_strict_checks(ev, backend: str) -> None:
              os.environ.get("TMPDIR", ev.workdir)]  # fmt: skip
     ev.monitor = SideEffectMonitor([Path(r) for r in roots], candidate_dir=ev.workdir)
     ev.monitor.install()
-    ev.monitor_tampered = (
-        SideEffectMonitor.tampered
-    )  # (through the class: an instance attribute may shadow it)
+    # read through the class: an instance attribute may shadow it
+    ev.monitor_tampered = SideEffectMonitor.tampered
     context.set_monitor(ev.monitor)
     # the evaluator's own modules and classes: the child's entry (__main__), the stages, the judge's inputs
     own = {name: mod for name, mod in sys.modules.items() if name in _OWN_MODULES}
@@ -233,6 +224,6 @@ def construct_models(ev) -> None:
         ev.sync()
         if ev.pinned is not None:
             ev.pinned.add_candidate(ev)
-            look_for_tampering(ev, "its constructor")
+            record_tampering(ev, "after its constructor")
     except BaseException as e:  # noqa: BLE001
         raise ev.runtime_verdict(e, "constructing ModelNew") from None

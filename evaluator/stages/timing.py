@@ -6,7 +6,7 @@ import dataclasses
 import math
 import time
 
-from kb_agent.evaluator.context import record_interference, set_seed, tampering_now, tensors
+from kb_agent.evaluator.context import record_interference, record_tampering, set_seed, tensors
 from kb_agent.evaluator.result import TimingInfo
 
 
@@ -328,10 +328,7 @@ def _fitting_draw(ev, inputs: list, seed: int) -> list | None:
     the harness's own generator serve instead."""
     from kb_agent.evaluator.compare import flatten_outputs
 
-    if found := tampering_now(ev):
-        ev.checks.record(
-            "tampering", False, ", ".join(found[:8]) + " (seen while strict timing drew fresh inputs)"
-        )
+    if record_tampering(ev, "seen while strict timing drew fresh inputs"):
         return None
     set_seed(seed)
     drawn = ev.draw_inputs()
