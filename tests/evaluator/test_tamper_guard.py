@@ -3,6 +3,7 @@
 import functools
 import types
 
+import pytest
 from kb_agent.evaluator.strict import TamperGuard
 
 
@@ -191,3 +192,35 @@ def test_the_reference_swapped_hooked_or_its_weights_changed_are_named():
         pinned = PinnedState(ev)
         change(ev, torch)
         assert named in pinned.moved(ev), named
+
+
+@pytest.mark.parametrize("batched", [True, False], ids=["one_reduction", "pair_by_pair"])
+def test_all_same_values_agrees_pair_by_pair_and_in_one_reduction(batched):
+    """`PinnedState.moved`'s comparison of the reference's parameters: on a GPU one reduction and one
+    host read for all of them, on the CPU `torch.equal` pair by pair; both must say the same."""
+    import torch
+    from kb_agent.evaluator.strict import all_same_values
+
+    w, b = torch.randn(8, 8), torch.tensor([0.0, float("nan"), 1.0])
+
+    def same(*pairs):
+        return all_same_values(torch, list(pairs), batched=batched)
+
+    assert same() and same((w, w.clone()), (b, b.clone()))  # NaN in both is the same value
+    assert same((torch.tensor([-0.0]), torch.tensor([0.0])))
+    one_written = w.clone()
+    one_written[7, 7] += 1
+    assert not same((b, b.clone()), (one_written, w))
+    assert not same((torch.tensor([float("nan")]), torch.tensor([1.0])))
+    assert not same((w.double(), w))  # a parameter given another dtype, equal by `!=`
+    assert not same((w.reshape(64), w))
+
+
+def test_the_ops_of_the_one_reduction_are_under_the_dispatch_guard():
+    """The batched comparison runs `ne`, `any` and `stack`, which no other harness step does on the CPU:
+    the dispatch guard's recording run must see them, or a kernel registered over `aten::ne` would
+    make a changed weight look pinned."""
+    import torch
+    from kb_agent.evaluator.strict import _harness_ops
+
+    assert {"aten::ne.Tensor", "aten::any", "aten::stack"} <= _harness_ops(torch)
