@@ -266,6 +266,7 @@ def test_cli_baseline_jobs_warms_up_first(store, monkeypatch):
     assert r.exit_code == 2
 
 
+@pytest.mark.slow  # 4.4 s: a reference child (the default run's 3-minute budget)
 def test_a_warm_up_child_compiles_with_the_shared_cache_folder(tmp_path):
     # the reference reads, in its child, the variables and config the shared cache and the warm-up need
     expect = {k: str(tmp_path / sub) for k, sub in (("TORCHINDUCTOR_CACHE_DIR", "inductor"),

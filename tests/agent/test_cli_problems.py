@@ -1,6 +1,7 @@
 import subprocess
 import sys
 
+import pytest
 from kb_agent.agent.cli import app
 from typer.testing import CliRunner
 
@@ -105,6 +106,7 @@ def test_stage_limits_parse_and_bad_values_are_one_line_errors(tmp_path):
 DEGENERATE = __import__("pathlib").Path(__file__).resolve().parent.parent / "problems_degenerate"
 
 
+@pytest.mark.slow  # 3.2 s (the default run's 3-minute budget)
 def test_problems_check_level_4_says_why_it_cannot_be_checked(kb_dataset, tmp_path):
     import json
 

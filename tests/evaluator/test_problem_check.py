@@ -153,6 +153,7 @@ def test_checked_in_half_precision_there_is_no_looser_tolerance():
     assert [(m["atol"], m["precisions"]) for m in c["measures"]] == [(1e-2, ["fp16", "bf16"])]
 
 
+@pytest.mark.slow  # 3.6 s: a reference child (the default run's 3-minute budget)
 def test_the_check_turns_downloads_off_itself(monkeypatch):
     # 8_pretrained raises RuntimeError (reference_fails) unless HF_HUB_OFFLINE=1 reaches it
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
