@@ -79,25 +79,21 @@ def interference(ev) -> str:
     return "; ".join(found)
 
 
-def record_interference(ev, after: str) -> None:
-    """Fail `tampering` where the candidate's last call left `interference` in place; `after` names
-    that call. Made after each call of the candidate, before the harness's own torch calls (the
-    reference's, the comparison) that would run through it."""
-    if left := interference(ev):
-        ev.checks.record("tampering", False, f"left {left} after {after}")
-
-
 def tampering_now(ev) -> list[str]:
     """What the candidate has changed, now, of what the harness relies on: the tamper guard's objects
     (`strict.TamperGuard`, "replaced ...") and what `interference` finds ("left ..."); [] for nothing."""
-    found = [f"replaced {name}" for name in ev.guard_changed()] if ev.guard is not None else []
+    found = (
+        [f"replaced {name}" for name in ev.guard_changed()] if getattr(ev, "guard", None) is not None else []
+    )
     return found + ([f"left {left}"] if (left := interference(ev)) else [])
 
 
 def record_tampering(ev, when: str) -> bool:
     """Fail `tampering` where `tampering_now` finds anything, its first eight findings followed by
-    `when` ("after its import", ...); True where it did. Made after the candidate's import and
-    constructor, before each of strict timing's fresh draws, and once its code has stopped running."""
+    `when` ("after its import", ...); True where it did. Made after the candidate's import, its
+    constructor and each of its checked calls (before the harness's own torch calls, the reference's and
+    the comparison's, that would run through what it left), before each of strict timing's fresh
+    draws, and once its code has stopped running."""
     if found := tampering_now(ev):
         ev.checks.record("tampering", False, ", ".join(found[:8]) + f" ({when})")
     return bool(found)

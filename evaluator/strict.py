@@ -304,14 +304,16 @@ def _module_state(m) -> tuple:
     """A module as `PinnedState` compares it: itself, its class, the names of its instance attributes
     (not what they name: KernelBench's LSTM references rebind `self.h0` in forward; a `forward` set on
     the instance is a new name), its own hooks (`_MODULE_HOOKS`), and its children, parameters and
-    buffers, by identity (tensors as objects here; parameters' values are `PinnedState`'s, buffers'
-    are not compared: a BatchNorm's running statistics change in place)."""
+    buffers, by identity and class (tensors as objects here; a parameter given another `__class__`, whose
+    `__torch_function__` answered `F.linear` with its bias alone, was the same object with the same
+    values, helper-15; parameters' values are `PinnedState`'s, buffers' are not compared: a BatchNorm's
+    running statistics change in place)."""
     own = vars(m)
     hooks = tuple(tuple((k, id(v)) for k, v in own.get(name, {}).items()) for name in _MODULE_HOOKS)
     return (m, type(m), frozenset(own), hooks,
             tuple((k, id(v)) for k, v in own.get("_modules", {}).items()),
-            tuple((k, id(v)) for k, v in own.get("_parameters", {}).items()),
-            tuple((k, id(v)) for k, v in own.get("_buffers", {}).items()))  # fmt: skip
+            tuple((k, id(v), type(v)) for k, v in own.get("_parameters", {}).items()),
+            tuple((k, id(v), type(v)) for k, v in own.get("_buffers", {}).items()))  # fmt: skip
 
 
 class DispatchGuard:
@@ -362,7 +364,13 @@ def _harness_ops(torch) -> set[str]:
     return ops
 
 
-def guarded_objects(torch_mod, reference_module) -> dict[str, Any]:
+def guarded_objects(torch_mod, reference_module, reference_model=None) -> dict[str, Any]:
+    """What `TamperGuard` watches, by name: torch's modules and classes the harness calls, the reference
+    program, and, given the constructed reference model, the classes its modules, parameters and
+    buffers are (their bases to `nn.Module` and `torch.Tensor` too) and the modules that define them.
+    `nn.Linear.forward` replaced at import, or `torch.nn.modules.linear.F` pointed elsewhere, changed
+    what the reference computes while it kept every object the pin looks at (helper-15, 2026-12-07)."""
+    import sys
     import time
 
     objs = {
@@ -380,6 +388,24 @@ def guarded_objects(torch_mod, reference_module) -> dict[str, Any]:
         objs["reference.Model"] = reference_module.Model
     if hasattr(torch_mod, "_C") and hasattr(torch_mod._C, "_nn"):
         objs["torch._C._nn"] = torch_mod._C._nn
+    if reference_model is not None:
+        objs["torch.nn.Parameter"] = torch_mod.nn.Parameter
+        stop = (torch_mod.nn.Module, torch_mod.Tensor, torch_mod._C.TensorBase, object)
+        classes: dict[type, None] = {}
+        for m in reference_model.modules():
+            for value in (m, *m._parameters.values(), *m._buffers.values()):
+                if value is None:  # a parameter or buffer registered as None (a Linear's absent bias)
+                    continue
+                classes.update(dict.fromkeys(c for c in type(value).__mro__ if c not in stop))
+        seen = {id(obj) for obj in objs.values()}  # the reference program's own classes are in already
+        for cls in classes:
+            for name, obj in (
+                (f"{cls.__module__}.{cls.__qualname__}", cls),
+                (cls.__module__, sys.modules.get(cls.__module__)),
+            ):
+                if obj is not None and id(obj) not in seen:
+                    seen.add(id(obj))
+                    objs[name] = obj
     return objs
 
 

@@ -51,11 +51,16 @@ class BuildVerdict(Verdict):
 
 
 def run(ev) -> None:
-    """The build stage of a run child (and of a one-phase evaluation): `load`, then construct both models."""
-    verdict = load(ev)
+    """The build stage of a run child (and of a one-phase evaluation), in KernelBench's order: import the
+    reference and construct its model, then import (and so build) the candidate and construct its model.
+    The reference is built before any candidate code runs: a candidate that patched `torch.nn.init` at
+    import had the reference built, and pinned, with zeroed weights (helper-15, 2026-12-07)."""
+    load_reference(ev)
+    construct_reference(ev)
+    verdict = load_candidate(ev)
     if verdict:
         raise verdict
-    construct_models(ev)
+    construct_candidate(ev)
 
 
 def prebuild(ev, arch: str) -> None:
@@ -83,13 +88,13 @@ def prebuild(ev, arch: str) -> None:
 
 
 def load(ev) -> Verdict | None:
-    """Import the reference, then the candidate (its `load_inline` calls build through
-    `LoadInlineWrapper`), strict mode's watchers armed before the candidate's first line runs. Sends the
-    `compile` part. Returns the verdict of a failed candidate import (a `BuildVerdict` where it follows
-    from the sources alone), None when it succeeded; raises Verdict when the reference fails to import
-    and BuildVerdict for CUDA sources this torch cannot build."""
-    from kb_agent.evaluator.build import BuildError, CudaUnavailable, LoadInlineWrapper, detect_backend
+    """Import the reference, then the candidate (`load_reference`, `load_candidate`)."""
+    load_reference(ev)
+    return load_candidate(ev)
 
+
+def load_reference(ev) -> None:
+    """Import the reference program (`ev.ref_mod`); raises Verdict when it fails to import."""
     ev.chan.send("stage", name="build")
     ref_path = ev.workdir / "reference.py"
     ref_path.write_text(ev.problem["code"])
@@ -98,6 +103,15 @@ def load(ev) -> Verdict | None:
     except Exception as e:
         raise Verdict(Status.RUNTIME_ERROR, "the reference program failed to import (not the candidate's fault): "
                       + describe_exception(e, str(ref_path), label="reference")) from None  # fmt: skip
+
+
+def load_candidate(ev) -> Verdict | None:
+    """Import the candidate (its `load_inline` calls build through `LoadInlineWrapper`), strict mode's
+    watchers armed before its first line runs. Sends the `compile` part. Returns the verdict of a failed
+    import (a `BuildVerdict` where it follows from the sources alone), None when it succeeded; raises
+    BuildVerdict for CUDA sources this torch cannot build."""
+    from kb_agent.evaluator.build import BuildError, CudaUnavailable, LoadInlineWrapper, detect_backend
+
     backend = detect_backend(ev.candidate_src)
     info = CompileInfo(backend=backend)
     if ev.strict and ev.settings.backend != "auto":  # a study of CUDA kernels scores CUDA kernels
@@ -167,6 +181,7 @@ def arm_strict_checks(ev, backend: str) -> None:
 
     from kb_agent.evaluator.strict import (
         DispatchGuard,
+        PinnedState,
         SideEffectMonitor,
         TamperGuard,
         guarded_objects,
@@ -198,28 +213,40 @@ def arm_strict_checks(ev, backend: str) -> None:
                 "SideEffectMonitor": SideEffectMonitor, "TamperGuard": TamperGuard})  # fmt: skip
     ours = tuple(name for name in own if name.startswith("kb_agent.evaluator"))  # their constants too
     own.update({name: sys.modules[name] for name in _HELPER_MODULES if name in sys.modules})
-    ev.guard = TamperGuard({**guarded_objects(ev.torch, ev.ref_mod), **own}, contents=ours)
+    ref_model = getattr(ev, "ref_model", None)  # constructed by now, but in a build child (`prebuild`)
+    ev.guard = TamperGuard({**guarded_objects(ev.torch, ev.ref_mod, ref_model), **own}, contents=ours)
     ev.guard_changed = ev.guard.changed  # bound now, like the verdict above
+    if ref_model is not None:
+        ev.pinned = PinnedState(ev)
 
 
-def construct_models(ev) -> None:
-    torch, seed = ev.torch, ev.settings.seed
-    set_seed(seed)
-    init = ev.prepare(ev.ref_mod.get_init_inputs())
+def _init_inputs(ev) -> list:
+    """`get_init_inputs()`, drawn under the evaluation's seed (KernelBench's), on the evaluation's device."""
+    set_seed(ev.settings.seed)
+    return ev.prepare(ev.ref_mod.get_init_inputs())
+
+
+def construct_reference(ev) -> None:
+    """`ev.ref_model`, constructed under the evaluation's seed; raises Verdict where it fails."""
+    torch = ev.torch
+    init = _init_inputs(ev)
     try:
         with torch.no_grad():
-            set_seed(seed)
+            set_seed(ev.settings.seed)
             ev.ref_model = ev.ref_mod.Model(*ev.clone(init)).to(device=ev.device, dtype=ev.dtype)
     except Exception as e:
         raise Verdict(Status.RUNTIME_ERROR, "the reference Model failed to construct (not the candidate's "
                       "fault): " + describe_exception(e, "")) from None  # fmt: skip
-    if ev.strict:  # before the candidate's constructor runs (strict.PinnedState)
-        from kb_agent.evaluator.strict import PinnedState
 
-        ev.pinned = PinnedState(ev)
+
+def construct_candidate(ev) -> None:
+    """`ev.new_model`, constructed from the same `get_init_inputs()` under the same seed as the reference;
+    raises the runtime verdict where it fails. In strict mode the tamper checks run right after."""
+    torch = ev.torch
+    init = _init_inputs(ev)
     try:
         with torch.no_grad():
-            set_seed(seed)
+            set_seed(ev.settings.seed)
             ev.new_model = ev.ModelNew(*ev.clone(init)).to(device=ev.device, dtype=ev.dtype)
         ev.sync()
         if ev.pinned is not None:

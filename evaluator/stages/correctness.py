@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from kb_agent.evaluator.context import Verdict, describe_exception, record_interference, set_seed
+from kb_agent.evaluator.context import Verdict, describe_exception, record_tampering, set_seed
 from kb_agent.evaluator.result import CorrectnessInfo, Status
 
 
@@ -41,8 +41,8 @@ def run(ev) -> None:
                 verdict = ev.runtime_verdict(e, f"running correctness trial {i + 1}")
                 break
         if ev.strict:
-            record_interference(
-                ev, f"its forward (correctness trial {i + 1}): the comparison would run through it"
+            record_tampering(
+                ev, f"after its forward (correctness trial {i + 1}): the comparison would run through it"
             )
 
         def again(s=s, inputs=inputs):  # a second call on the same inputs, made only to diagnose a mismatch

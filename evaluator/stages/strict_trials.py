@@ -8,7 +8,7 @@ import functools
 import itertools
 from typing import Any
 
-from kb_agent.evaluator.context import record_interference, set_seed, tensors
+from kb_agent.evaluator.context import record_tampering, set_seed, tensors
 
 
 def run(ev) -> None:
@@ -56,7 +56,7 @@ def _trial(ev, name: str, inputs: list, seed: int) -> None:
             ev.sync()
         except BaseException as e:  # noqa: BLE001
             raise ev.runtime_verdict(e, f"running the strict trial '{name}'") from None
-        record_interference(ev, f"its forward (strict trial '{name}')")
+        record_tampering(ev, f"after its forward (strict trial '{name}')")
         if sample is not None:
             late = sample.changed()
             ev.checks.record("output_ready_on_stream", not late,

@@ -6,7 +6,7 @@ import dataclasses
 import math
 import time
 
-from kb_agent.evaluator.context import record_interference, record_tampering, set_seed, tensors
+from kb_agent.evaluator.context import record_tampering, set_seed, tensors
 from kb_agent.evaluator.result import TimingInfo
 
 
@@ -259,7 +259,7 @@ def judge_call(ev, inputs: list, before: list, out, what: str, seed: int) -> Non
     from kb_agent.evaluator.strict import changed_inputs
 
     torch = ev.torch
-    record_interference(ev, what)
+    record_tampering(ev, f"after {what}")
     # a plain tensor, as in the strict trials (`exact_type`): a subclass can compute when it is first
     # read, after the timed window, here (checked by type alone, before anything reads it)
     lazy = {

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from kb_agent.evaluator import EvalSettings, Status, evaluate
+from kb_agent.problems import resolve_one
 
 # the problem and candidate helpers of the timing stage's tests (the Triton ReLU kernel among them)
 _spec = importlib.util.spec_from_file_location(
@@ -382,3 +383,84 @@ def test_a_reference_that_sets_up_state_in_its_first_forward_is_no_tampering(tmp
         _helpers.HONEST_RELU,
     )
     assert r.status == Status.CORRECT, r.message
+
+
+# a reference with a submodule: what it computes runs through torch.nn.Linear's class and its module
+LINEAR_REFERENCE = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gemm = nn.Linear(256, 64)
+
+    def forward(self, x):
+        return torch.relu(self.gemm(x))
+
+
+def get_inputs():
+    return [torch.randn(32, 256)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+# the GEMM left out, the bias alone, relu'd by the kernel: correct only where the reference does the same
+BIAS_ONLY = """
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gemm = nn.Linear(256, 64)
+
+    def forward(self, x):
+        b = self.gemm.bias.detach().expand(x.shape[0], 64).contiguous()
+        return relu_into(b, torch.empty_like(b))
+"""
+
+# each at import; each passed strict mode (helper-15, 2026-12-07)
+REPLACES_A_MODULE_CLASS_METHOD = """
+import torch.nn.modules.linear as _linear
+
+_linear.Linear.forward = lambda self, x: self.bias.expand(x.shape[0], self.out_features)
+"""
+REPOINTS_A_MODULE_CLASS_GLOBAL = """
+import types
+import torch.nn.modules.linear as _linear
+
+_linear.F = types.SimpleNamespace(linear=lambda x, w, b: b.expand(x.shape[0], w.shape[0]))
+"""
+# the reference was built after the candidate's import: its weight was drawn, then zeroed, and pinned so
+ZEROES_THE_NEXT_INIT = """
+from torch.nn import init as _init
+
+_kaiming = _init.kaiming_uniform_
+
+
+def _drawn_then_zeroed(tensor, *a, **k):
+    _init.kaiming_uniform_ = _kaiming
+    out = _kaiming(tensor, *a, **k)
+    with torch.no_grad():
+        tensor.zero_()
+    return out
+
+
+_init.kaiming_uniform_ = _drawn_then_zeroed
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("source, found", [
+    pytest.param(REPLACES_A_MODULE_CLASS_METHOD, "torch.nn.modules.linear.Linear.forward", id="a_module_class_method"),
+    pytest.param(REPOINTS_A_MODULE_CLASS_GLOBAL, "torch.nn.modules.linear.F", id="a_module_class_global"),
+    pytest.param(ZEROES_THE_NEXT_INIT, None, id="the_next_init_zeroed"),
+])  # fmt: skip
+def test_what_the_reference_runs_through_is_guarded_and_built_before_the_candidate(tmp_path, source, found):
+    path = tmp_path / "problem.py"
+    path.write_text(LINEAR_REFERENCE)
+    r = evaluate(resolve_one(str(path)), _helpers.KERNELS + source + BIAS_ONLY, EvalSettings(device="cpu"))
+    assert r.status != Status.CORRECT, r.message
+    if found is not None:
+        assert r.status == Status.REJECTED and found in r.strict["checks"]["tampering"]["detail"], r.message

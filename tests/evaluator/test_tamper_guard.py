@@ -195,6 +195,41 @@ def test_the_reference_swapped_hooked_or_its_weights_changed_are_named():
         assert named in pinned.moved(ev), named
 
 
+def test_a_reference_parameter_given_another_class_is_named():
+    """helper-15 (2026-12-07): the same Parameter object, its values unchanged, given a `__class__` whose
+    `__torch_function__` answered `F.linear` with the bias alone."""
+    from kb_agent.evaluator.strict import PinnedState
+
+    ev, torch = _pinned_ev()
+    pinned = PinnedState(ev)
+
+    class Answers(torch.nn.Parameter):
+        pass
+
+    ev.ref_model.linear.weight.__class__ = Answers
+    assert "the reference model" in pinned.moved(ev)
+
+
+def test_the_reference_models_classes_and_their_modules_are_guarded():
+    """What the reference's modules run through (`nn.Linear.forward`, `torch.nn.modules.linear.F`), its
+    parameters' class, its own classes once, and no class of a None registered as a bias or buffer."""
+    import torch
+    from kb_agent.evaluator.strict import guarded_objects
+
+    ev, _ = _pinned_ev()
+    ev.ref_model.linear.register_parameter("bias", None)
+    reference = types.ModuleType("kb_reference")
+    reference.Model = type(ev.ref_model)
+    objs = guarded_objects(torch, reference, ev.ref_model)
+    assert objs["torch.nn.modules.linear.Linear"] is torch.nn.Linear
+    assert objs["torch.nn.modules.linear"] is torch.nn.modules.linear
+    assert objs["torch.nn.modules.batchnorm._BatchNorm"] is torch.nn.modules.batchnorm._BatchNorm
+    assert objs["torch.nn.Parameter"] is torch.nn.Parameter
+    assert "builtins" not in objs and "builtins.NoneType" not in objs
+    assert [name for name, obj in objs.items() if obj is reference.Model] == ["reference.Model"]
+    assert set(guarded_objects(torch, reference)) < set(objs)  # a build child has no reference model
+
+
 @pytest.mark.parametrize("batched", [True, False], ids=["one_reduction", "pair_by_pair"])
 def test_all_same_values_agrees_pair_by_pair_and_in_one_reduction(batched):
     """`PinnedState.moved`'s comparison of the reference's parameters: on a GPU one reduction and one
