@@ -116,8 +116,13 @@ class TamperGuard:
 
     _SKIPPED = ("__dict__", "__weakref__")
 
-    def __init__(self, objects: dict[str, Any], contents: tuple[str, ...] = ()):
+    def __init__(self, objects: dict[str, Any], contents: tuple[str, ...] = (), closed: tuple[str, ...] = ()):
         self.objects = objects
+        # objects whose every new attribute counts: `torch._VF` answers missing names from torch's C
+        # functions, so `torch._VF.lstm = f` shadows what nn.LSTM's forward calls
+        self.closed = [
+            (name, objects[name], frozenset(vars(objects[name]))) for name in closed if name in objects
+        ]
         self.snapshot = {name: dict(vars(obj)) for name, obj in objects.items()}
         # (name, object, [(key, value)]) per guarded object, the keys a change of which counts
         self._items = [
@@ -146,6 +151,8 @@ class TamperGuard:
                 for key in now.keys() - self.snapshot[name].keys():
                     if any(key in vars(base) for base in obj.__mro__[1:]):
                         out.append(f"{name}.{key}")
+        for name, obj, keys in self.closed:
+            out += [f"{name}.{key}" for key in vars(obj).keys() - keys]
         replaced = set(out)
         out += [f"{name}.{key} (its code)" for (name, key), chain in self.insides.items()
                 if f"{name}.{key}" not in replaced and not _same_insides(chain)]  # fmt: skip
@@ -380,6 +387,7 @@ def guarded_objects(torch_mod, reference_module, reference_model=None) -> dict[s
         "torch.nn.functional": torch_mod.nn.functional,
         "torch.cuda": torch_mod.cuda,
         "torch.random": torch_mod.random,  # default_generator: what torch.manual_seed seeds
+        "torch._VF": torch_mod._VF,  # the recurrent modules' C functions (`TamperGuard.closed`)
         "torch.cuda.Event": torch_mod.cuda.Event,
         "time": time,
         "reference": reference_module,

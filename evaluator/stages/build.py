@@ -214,7 +214,9 @@ def arm_strict_checks(ev, backend: str) -> None:
     ours = tuple(name for name in own if name.startswith("kb_agent.evaluator"))  # their constants too
     own.update({name: sys.modules[name] for name in _HELPER_MODULES if name in sys.modules})
     ref_model = getattr(ev, "ref_model", None)  # constructed by now, but in a build child (`prebuild`)
-    ev.guard = TamperGuard({**guarded_objects(ev.torch, ev.ref_mod, ref_model), **own}, contents=ours)
+    ev.guard = TamperGuard(
+        {**guarded_objects(ev.torch, ev.ref_mod, ref_model), **own}, contents=ours, closed=("torch._VF",)
+    )
     ev.guard_changed = ev.guard.changed  # bound now, like the verdict above
     if ref_model is not None:
         ev.pinned = PinnedState(ev)

@@ -260,3 +260,14 @@ def test_the_ops_of_the_one_reduction_and_of_the_relative_error_are_under_the_di
     from kb_agent.evaluator.strict import _harness_ops
 
     assert {"aten::ne.Tensor", "aten::any", "aten::stack", "aten::linalg_vector_norm"} <= _harness_ops(torch)
+
+
+def test_a_new_attribute_of_a_closed_object_is_named():
+    """`torch._VF` answers a missing name from torch's C functions: `torch._VF.lstm = f`, a new attribute,
+    would shadow what every nn.LSTM of a reference calls. A new attribute of an open module is none."""
+    closed, open_ = types.ModuleType("vf"), types.ModuleType("m")
+    guard = TamperGuard({"vf": closed, "m": open_}, closed=("vf",))
+    open_.lazily_loaded = 1
+    assert guard.changed() == []
+    closed.lstm = lambda *a: None
+    assert guard.changed() == ["vf.lstm"]
