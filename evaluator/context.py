@@ -48,8 +48,9 @@ def interference(ev) -> str:
     """What the candidate has left in place, now, that every later torch call of the harness (the
     reference, the comparison, the draws) would run through ("" for nothing): torch function or dispatch
     modes (between the candidate's calls the harness pushes none; a mode that zeroed `torch.sub` passed an
-    all-zeros ReLU), its own kernels for the aten ops the harness uses (`strict.DispatchGuard`), and
-    global module hooks (`global_module_hooks`)."""
+    all-zeros ReLU), its own kernels for the aten ops the harness uses (`strict.DispatchGuard`), global
+    module hooks (`global_module_hooks`), torch's process-wide settings changed (`strict.process_settings`),
+    and the evaluation's own objects or the reference's state changed (`strict.PinnedState`)."""
     from torch.overrides import _get_current_function_mode_stack
     from torch.utils._device import DeviceContext
 
@@ -74,6 +75,12 @@ def interference(ev) -> str:
         ev.monitor_events_seen = max(ev.monitor_events_seen, len(monitor.events))
         if bad:
             found.append(f"the side-effect monitor changed ({'; '.join(bad)})")
+    if (before := getattr(ev, "settings_before", None)) is not None:
+        from kb_agent.evaluator.strict import process_settings
+
+        now = process_settings(torch)
+        if changed := [f"{k} {before[k]!r} -> {now[k]!r}" for k in before if now[k] != before[k]]:
+            found.append(f"torch's process settings changed ({', '.join(changed[:4])})")
     if (pinned := getattr(ev, "pinned", None)) is not None and (moved := pinned.moved(ev)):
         found.append(f"the evaluator's own objects changed ({', '.join(moved[:4])})")
     return "; ".join(found)
@@ -203,6 +210,7 @@ class Evaluation:
         self.monitor_tampered = None  # SideEffectMonitor.tampered, bound when the monitor is installed
         self.monitor_events_seen = 0  # the most events its record held when last looked at
         self.pinned = None  # strict.PinnedState, made with the reference model (stages.build)
+        self.settings_before = None  # strict.process_settings as the candidate's import found them
         self.threads_before: set = set()
 
     # -- helpers ------------------------------------------------------------------------------------

@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import itertools
+import operator
 import os
 import re
 import shutil
@@ -110,29 +112,44 @@ class TamperGuard:
     changes), the Python functions among them whose insides it changed (`_insides`), and, for the
     objects named in `contents` (the evaluator's own modules), the dicts, lists and sets whose contents
     it changed (`thresholds.REPLAY_FLOOR["cuda"] = 0`; caches of `_MUTABLE_GLOBALS` aside).
-    Run before every draw of strict timing's fresh values (`context.record_tampering`), so it is kept to
-    identity tests over lists made once: 2,600 attributes and 600 functions' insides in under 1 ms,
-    where rebuilding each function's insides per run took 3 ms (2-core CPU, 2026-12-07)."""
+
+    `shallow` objects (every torch module loaded: `torch_modules`) are watched for replaced attributes
+    alone, and a flag rebound from one plain value to another (`torch.cuda._initialized`) is none:
+    `torch._C._get_tracing_state` replaced through an alias handed a candidate every module the harness
+    called, the reference's too, and `torch.linalg.vector_norm` replaced changed the reference's
+    `torch.norm` alone (helper-16, 2026-12-07).
+
+    Run after every checked call of the candidate and before every draw of strict timing's fresh values
+    (`context.record_tampering`), so an object whose attributes are all the same objects, in the same
+    order, is passed in one C-level pass (`_same_dict`), and a function's insides are identity tests over
+    lists made once: 30,000 attributes and 800 functions' insides in about 2 ms (2-core CPU)."""
 
     _SKIPPED = ("__dict__", "__weakref__")
 
-    def __init__(self, objects: dict[str, Any], contents: tuple[str, ...] = (), closed: tuple[str, ...] = ()):
-        self.objects = objects
+    def __init__(self, objects: dict[str, Any], contents: tuple[str, ...] = (), closed: tuple[str, ...] = (),
+                 shallow: dict[str, Any] | None = None):  # fmt: skip
+        shallow = {name: obj for name, obj in (shallow or {}).items() if name not in objects}
+        self.objects = {**objects, **shallow}
+        self.lenient = frozenset(shallow)
         # objects whose every new attribute counts: `torch._VF` answers missing names from torch's C
         # functions, so `torch._VF.lstm = f` shadows what nn.LSTM's forward calls
         self.closed = [
             (name, objects[name], frozenset(vars(objects[name]))) for name in closed if name in objects
         ]
-        self.snapshot = {name: dict(vars(obj)) for name, obj in objects.items()}
+        self.snapshot = {name: dict(vars(obj)) for name, obj in self.objects.items()}
         # (name, object, [(key, value)]) per guarded object, the keys a change of which counts
         self._items = [
             (name, obj, [(k, v) for k, v in self.snapshot[name].items()
                          if k not in self._SKIPPED and not k.startswith("__pyx")])
-            for name, obj in objects.items()
+            for name, obj in self.objects.items()
         ]  # fmt: skip
+        # each object's keys and values as a whole, in order (`_same_dict`), and all of them in one
+        self._whole = [_keys_values(vars(obj)) for obj in self.objects.values()]
+        self._dicts = [vars(obj) for obj in self.objects.values()]  # live views: a module's, a class's
+        self._all = _all_keys_values(self._dicts)
         # a function's insides can change while the attribute still names it (`f.__code__ = ...`, a
         # closure cell, defaults), under any wrapper too (`torch.manual_seed` is one): kept as they are now
-        self.insides = {(name, key): inside for name, key_values in ((n, i) for n, _, i in self._items)
+        self.insides = {(name, key): inside for name, _, key_values in self._items if name not in self.lenient
                         for key, value in key_values if (inside := _insides(value))}  # fmt: skip
         self._contents = [
             (name, key, value, _copy(value)) for name in contents for key, value in self.snapshot[name].items()
@@ -141,16 +158,28 @@ class TamperGuard:
 
     def changed(self) -> list[str]:
         out = []
-        for name, obj, items in self._items:
+        if _same_dict_all(self._dicts, self._all):
+            items_of = []  # every attribute the same object, in the same order: nothing replaced
+        else:
+            items_of = self._items
+            self._all = _all_keys_values(self._dicts)
+        for i, (name, obj, items) in enumerate(items_of):
             now = vars(obj)
+            if _same_dict(now, self._whole[i]):
+                continue
+            found = len(out)
+            lenient = name in self.lenient
             for key, value in items:
-                if now.get(key, _MISSING) is not value:
+                current = now.get(key, _MISSING)
+                if current is not value and not (lenient and _plain(value) and _plain(current)):
                     out.append(f"{name}.{key}")
             if isinstance(obj, type):  # a new attribute of a class that hides its base's (torch.Tensor's
                 # methods live on the C base, torch._C.TensorBase: `torch.Tensor.copy_ = f` adds a key)
                 for key in now.keys() - self.snapshot[name].keys():
                     if any(key in vars(base) for base in obj.__mro__[1:]):
                         out.append(f"{name}.{key}")
+            if len(out) == found:  # only new attributes, or flags rebound: the next look starts from here
+                self._whole[i] = _keys_values(now)
         for name, obj, keys in self.closed:
             out += [f"{name}.{key}" for key in vars(obj).keys() - keys]
         replaced = set(out)
@@ -159,6 +188,98 @@ class TamperGuard:
         out += [f"{name}.{key} (its contents)" for name, key, value, then in self._contents
                 if f"{name}.{key}" not in replaced and value != then]  # fmt: skip
         return out
+
+
+_PLAIN = (bool, int, float, str, bytes, type(None))
+
+
+def _plain(value) -> bool:
+    return type(value) in _PLAIN
+
+
+def _keys_values(d) -> tuple[int, tuple, tuple]:
+    return len(d), tuple(d.keys()), tuple(d.values())
+
+
+def _same_dict(now, whole: tuple[int, tuple, tuple]) -> bool:
+    """Whether `now` holds the same keys naming the same objects, in the same order, as when `whole` was
+    taken (`_keys_values`): identity tests in C (`operator.is_`), no value's `__eq__` asked."""
+    n, keys, values = whole
+    return (
+        len(now) == n
+        and all(map(operator.is_, now.keys(), keys))
+        and all(map(operator.is_, now.values(), values))
+    )
+
+
+def _all_keys_values(dicts: list) -> tuple[tuple, tuple]:
+    return (tuple(itertools.chain.from_iterable(d.keys() for d in dicts)),
+            tuple(itertools.chain.from_iterable(d.values() for d in dicts)))  # fmt: skip
+
+
+def _same_dict_all(dicts: list, whole: tuple[tuple, tuple]) -> bool:
+    """`_same_dict` for all of `dicts` at once, as `_all_keys_values` took them: one pass in C."""
+    keys, values = _all_keys_values(dicts)
+    return (len(keys) == len(whole[0]) and all(map(operator.is_, keys, whole[0]))
+            and all(map(operator.is_, values, whole[1])))  # fmt: skip
+
+
+_SETTINGS = {
+    "torch.get_num_threads()": lambda t: t.get_num_threads(),
+    "torch.get_num_interop_threads()": lambda t: t.get_num_interop_threads(),
+    "torch.get_default_dtype()": lambda t: t.get_default_dtype(),
+    "torch.are_deterministic_algorithms_enabled()": lambda t: t.are_deterministic_algorithms_enabled(),
+    "torch.get_float32_matmul_precision()": lambda t: t.get_float32_matmul_precision(),
+    "torch.backends.cudnn.enabled": lambda t: t.backends.cudnn.enabled,
+    "torch.backends.cudnn.benchmark": lambda t: t.backends.cudnn.benchmark,
+    "torch.backends.cudnn.deterministic": lambda t: t.backends.cudnn.deterministic,
+    "torch.backends.cudnn.allow_tf32": lambda t: t.backends.cudnn.allow_tf32,
+    "torch.backends.cuda.matmul.allow_tf32": lambda t: t.backends.cuda.matmul.allow_tf32,
+    "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction":
+        lambda t: t.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
+    "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction":
+        lambda t: t.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
+    "torch.backends.cuda.flash_sdp_enabled()": lambda t: t.backends.cuda.flash_sdp_enabled(),
+    "torch.backends.cuda.mem_efficient_sdp_enabled()": lambda t: t.backends.cuda.mem_efficient_sdp_enabled(),
+    "torch.backends.cuda.math_sdp_enabled()": lambda t: t.backends.cuda.math_sdp_enabled(),
+    "torch.backends.mkldnn.enabled": lambda t: t.backends.mkldnn.enabled,
+}  # fmt: skip
+
+
+def process_settings(torch_mod) -> dict[str, Any]:
+    """torch's process-wide settings that change how, or how fast, the reference runs: its thread counts,
+    default dtype, math modes (TF32, reduced-precision reductions, deterministic algorithms) and backend
+    choices (cuDNN, attention kernels, oneDNN). `torch.set_num_threads(1)` at import, with the candidate's
+    forward taking 2 back while it ran, slowed the reference's CPU timing alone (helper-16, 2026-12-07)."""
+    import warnings
+
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a deprecated getter's warning is no setting
+        for name, get in _SETTINGS.items():
+            try:
+                out[name] = get(torch_mod)
+            except Exception:  # noqa: BLE001 - a getter this torch lacks
+                out[name] = None
+    return out
+
+
+# torch's subsystems that no reference's forward (an eager nn.Module) reaches: graph capture and export,
+# compilers, quantization, distributed work, optimisers, distributions, data loading, other devices
+_UNREACHED = ("torch.fx", "torch.ao", "torch._higher_order_ops", "torch.distributions", "torch.distributed",
+              "torch.optim", "torch.export", "torch._export", "torch.package", "torch.quantization", "torch.xpu",
+              "torch.mtia", "torch.testing", "torch._logging", "torch.multiprocessing", "torch.compiler",
+              "torch.onnx", "torch._dynamo", "torch._inductor", "torch.utils.data", "torch.utils.tensorboard",
+              "torch.utils.benchmark")  # fmt: skip
+
+
+def torch_modules() -> dict[str, Any]:
+    """The torch modules loaded now, by name, but those of `_UNREACHED`: `TamperGuard`'s shallow objects."""
+    import types
+
+    return {name: mod for name, mod in list(sys.modules.items())
+            if (name == "torch" or name.startswith("torch.")) and isinstance(mod, types.ModuleType)
+            and not any(name == u or name.startswith(u + ".") for u in _UNREACHED)}  # fmt: skip
 
 
 def _copy(value):
@@ -309,15 +430,22 @@ def all_same_values(torch_mod, pairs: list[tuple], batched: bool | None = None) 
 
 def _module_state(m) -> tuple:
     """A module as `PinnedState` compares it: itself, its class, the names of its instance attributes
-    (not what they name: KernelBench's LSTM references rebind `self.h0` in forward; a `forward` set on
-    the instance is a new name), its own hooks (`_MODULE_HOOKS`), and its children, parameters and
+    (not what they name where that is an object: KernelBench's LSTM references rebind `self.h0` in
+    forward; a `forward` set on the instance is a new name), the values of those that are plain (bool,
+    int, float, str: `training` among them), its own hooks (`_MODULE_HOOKS`), and its children, parameters and
     buffers, by identity and class (tensors as objects here; a parameter given another `__class__`, whose
     `__torch_function__` answered `F.linear` with its bias alone, was the same object with the same
     values, helper-15; parameters' values are `PinnedState`'s, buffers' are not compared: a BatchNorm's
     running statistics change in place)."""
     own = vars(m)
     hooks = tuple(tuple((k, id(v)) for k, v in own.get(name, {}).items()) for name in _MODULE_HOOKS)
-    return (m, type(m), frozenset(own), hooks,
+    # the dicts `Module.__getattr__` answers from, as objects and classes (a dict subclass answering
+    # `weight` with zeros, helper-16), and the plain values: `training`, sizes, a scale factor
+    stores = tuple(
+        (id(own.get(name)), type(own.get(name))) for name in ("_parameters", "_buffers", "_modules")
+    )
+    plain = tuple((k, "nan" if v != v else v) for k, v in own.items() if type(v) in _PLAIN)
+    return (m, type(m), frozenset(own), hooks, stores, plain,
             tuple((k, id(v)) for k, v in own.get("_modules", {}).items()),
             tuple((k, id(v), type(v)) for k, v in own.get("_parameters", {}).items()),
             tuple((k, id(v), type(v)) for k, v in own.get("_buffers", {}).items()))  # fmt: skip

@@ -186,7 +186,9 @@ def arm_strict_checks(ev, backend: str) -> None:
         TamperGuard,
         guarded_objects,
         library_work,
+        process_settings,
         static_findings,
+        torch_modules,
         torch_ops,
     )
 
@@ -199,6 +201,7 @@ def arm_strict_checks(ev, backend: str) -> None:
     ev.checks.record("custom_kernel_source", backend != "torch",
                        "" if backend != "torch" else "no load_inline or Triton kernel in the source")  # fmt: skip
     ev.dispatch_guard = DispatchGuard(ev.torch)  # (runs the harness's comparison once: before the monitor)
+    ev.settings_before = process_settings(ev.torch)
     ev.threads_before = {t.ident for t in threading.enumerate()}
     roots = [ev.workdir, ev.build_root, os.environ.get("TRITON_CACHE_DIR", ev.workdir),
              os.environ.get("TMPDIR", ev.workdir)]  # fmt: skip
@@ -215,7 +218,10 @@ def arm_strict_checks(ev, backend: str) -> None:
     own.update({name: sys.modules[name] for name in _HELPER_MODULES if name in sys.modules})
     ref_model = getattr(ev, "ref_model", None)  # constructed by now, but in a build child (`prebuild`)
     ev.guard = TamperGuard(
-        {**guarded_objects(ev.torch, ev.ref_mod, ref_model), **own}, contents=ours, closed=("torch._VF",)
+        {**guarded_objects(ev.torch, ev.ref_mod, ref_model), **own},
+        contents=ours,
+        closed=("torch._VF",),
+        shallow=torch_modules(),
     )
     ev.guard_changed = ev.guard.changed  # bound now, like the verdict above
     if ref_model is not None:

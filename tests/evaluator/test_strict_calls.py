@@ -451,8 +451,29 @@ _init.kaiming_uniform_ = _drawn_then_zeroed
 """
 
 
+# each through an alias, at import (helper-16, 2026-12-07): the first handed the candidate every module
+# the harness called (nn.Module's call asks the tracing state), the reference's too; the second changed
+# the reference's torch.norm alone; the third slowed the reference's CPU timing alone
+REPLACES_THE_TRACING_STATE = """
+import torch._C as _C
+
+_C._get_tracing_state = lambda: None
+"""
+REPLACES_A_LINALG_FUNCTION = """
+import torch.linalg as _linalg
+
+_linalg.vector_norm = lambda *a, **k: torch.tensor(4.0)
+"""
+CHANGES_THE_THREAD_COUNT = """
+torch.set_num_threads(torch.get_num_threads() + 1)
+"""
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("source, found", [
+    pytest.param(REPLACES_THE_TRACING_STATE, "torch._C._get_tracing_state", id="a_torch_C_function"),
+    pytest.param(REPLACES_A_LINALG_FUNCTION, "torch.linalg.vector_norm", id="a_torch_linalg_function"),
+    pytest.param(CHANGES_THE_THREAD_COUNT, "torch.get_num_threads()", id="the_thread_count"),
     pytest.param(REPLACES_A_MODULE_CLASS_METHOD, "torch.nn.modules.linear.Linear.forward", id="a_module_class_method"),
     pytest.param(REPOINTS_A_MODULE_CLASS_GLOBAL, "torch.nn.modules.linear.F", id="a_module_class_global"),
     pytest.param(ZEROES_THE_NEXT_INIT, None, id="the_next_init_zeroed"),
@@ -463,4 +484,4 @@ def test_what_the_reference_runs_through_is_guarded_and_built_before_the_candida
     r = evaluate(resolve_one(str(path)), _helpers.KERNELS + source + BIAS_ONLY, EvalSettings(device="cpu"))
     assert r.status != Status.CORRECT, r.message
     if found is not None:
-        assert r.status == Status.REJECTED and found in r.strict["checks"]["tampering"]["detail"], r.message
+        assert found in r.strict["checks"]["tampering"]["detail"], r.message

@@ -271,3 +271,40 @@ def test_a_new_attribute_of_a_closed_object_is_named():
     assert guard.changed() == []
     closed.lstm = lambda *a: None
     assert guard.changed() == ["vf.lstm"]
+
+
+def test_the_dicts_a_module_answers_from_and_its_plain_values_are_pinned():
+    """helper-16 (2026-12-07): with the reference's Linear in hand, its `_parameters` swapped for a dict
+    subclass answering `weight` with zeros (same items), its `training` flag flipped, a scale changed."""
+    from kb_agent.evaluator.strict import PinnedState
+
+    class Zeros(dict):
+        def __getitem__(self, key):
+            value = super().__getitem__(key)
+            return value * 0 if key == "weight" else value
+
+    changes = [
+        lambda m: setattr(m.linear, "_parameters", Zeros(m.linear._parameters)),
+        lambda m: m.norm.eval(),
+        lambda m: setattr(m.linear, "in_features", 9),
+    ]
+    for change in changes:
+        ev, _ = _pinned_ev()
+        pinned = PinnedState(ev)
+        change(ev.ref_model)
+        assert "the reference model" in pinned.moved(ev)
+
+
+def test_a_shallow_objects_replaced_function_counts_and_its_rebound_flags_do_not():
+    """Every torch module is a shallow object (`strict.torch_modules`): `torch.cuda._initialized`-like
+    flags rebound between plain values are state, a function replaced is not; an attribute added
+    (lazily loaded) and then one replaced is still found (the one-pass look starts again from there)."""
+    mod = types.ModuleType("m")
+    mod.flag, mod.fn, mod.cache = False, len, None
+    guard = TamperGuard({}, shallow={"m": mod})
+    mod.flag, mod.lazy = True, 1
+    assert guard.changed() == []
+    mod.fn = max
+    assert guard.changed() == ["m.fn"]
+    mod.fn, mod.cache = len, object()
+    assert guard.changed() == ["m.cache"]
