@@ -265,12 +265,16 @@ def process_settings(torch_mod) -> dict[str, Any]:
 
 
 # torch's subsystems that no reference's forward (an eager nn.Module) reaches: graph capture and export,
-# compilers, quantization, distributed work, optimisers, distributions, data loading, other devices
+# compilers, quantization, distributed work, optimisers, distributions, data loading, other devices;
 _UNREACHED = ("torch.fx", "torch.ao", "torch._higher_order_ops", "torch.distributions", "torch.distributed",
               "torch.optim", "torch.export", "torch._export", "torch.package", "torch.quantization", "torch.xpu",
               "torch.mtia", "torch.testing", "torch._logging", "torch.multiprocessing", "torch.compiler",
               "torch.onnx", "torch._dynamo", "torch._inductor", "torch.utils.data", "torch.utils.tensorboard",
-              "torch.utils.benchmark")  # fmt: skip
+              "torch.utils.benchmark",
+              # and the profiler's modules, which the harness's own profiling initialises lazily (a CUPTI
+              # module and its tables rebound from None on CUDA: state, not code)
+              "torch.profiler", "torch.autograd.profiler", "torch.autograd.profiler_util",
+              "torch.autograd.profiler_legacy", "torch.cuda._graph_annotations")  # fmt: skip
 
 
 def torch_modules() -> dict[str, Any]:
