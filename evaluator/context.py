@@ -86,22 +86,22 @@ def interference(ev) -> str:
     return "; ".join(found)
 
 
-def tampering_now(ev) -> list[str]:
+def tampering_now(ev, shallow: bool = True) -> list[str]:
     """What the candidate has changed, now, of what the harness relies on: the tamper guard's objects
-    (`strict.TamperGuard`, "replaced ...") and what `interference` finds ("left ..."); [] for nothing."""
-    found = (
-        [f"replaced {name}" for name in ev.guard_changed()] if getattr(ev, "guard", None) is not None else []
-    )
+    (`strict.TamperGuard`, "replaced ..."; its shallow objects, every torch module, unless `shallow` is
+    False) and what `interference` finds ("left ..."); [] for nothing."""
+    guarded = getattr(ev, "guard", None) is not None
+    found = [f"replaced {name}" for name in ev.guard_changed(shallow)] if guarded else []
     return found + ([f"left {left}"] if (left := interference(ev)) else [])
 
 
-def record_tampering(ev, when: str) -> bool:
+def record_tampering(ev, when: str, shallow: bool = True) -> bool:
     """Fail `tampering` where `tampering_now` finds anything, its first eight findings followed by
     `when` ("after its import", ...); True where it did. Made after the candidate's import, its
     constructor and each of its checked calls (before the harness's own torch calls, the reference's and
     the comparison's, that would run through what it left), before each of strict timing's fresh
     draws, and once its code has stopped running."""
-    if found := tampering_now(ev):
+    if found := tampering_now(ev, shallow):
         ev.checks.record("tampering", False, ", ".join(found[:8]) + f" ({when})")
     return bool(found)
 

@@ -143,10 +143,15 @@ class TamperGuard:
                          if k not in self._SKIPPED and not k.startswith("__pyx")])
             for name, obj in self.objects.items()
         ]  # fmt: skip
-        # each object's keys and values as a whole, in order (`_same_dict`), and all of them in one
+        # each object's keys and values as a whole, in order (`_same_dict`), and those of the guarded and
+        # of the shallow objects each in one (`_same_dict_all`): [indices, live views (a module's dict, a
+        # class's), keys and values]
         self._whole = [_keys_values(vars(obj)) for obj in self.objects.values()]
-        self._dicts = [vars(obj) for obj in self.objects.values()]  # live views: a module's, a class's
-        self._all = _all_keys_values(self._dicts)
+        self._groups = {}
+        for shallow_group in (False, True):
+            at = [i for i, name in enumerate(self.objects) if (name in self.lenient) == shallow_group]
+            views = [vars(self._items[i][1]) for i in at]
+            self._groups[shallow_group] = [at, views, _all_keys_values(views)]
         # a function's insides can change while the attribute still names it (`f.__code__ = ...`, a
         # closure cell, defaults), under any wrapper too (`torch.manual_seed` is one): kept as they are now
         self.insides = {(name, key): inside for name, _, key_values in self._items if name not in self.lenient
@@ -156,14 +161,33 @@ class TamperGuard:
             if type(value) in _CONTAINERS and (getattr(objects[name], "__name__", name), key) not in _MUTABLE_GLOBALS
         ]  # fmt: skip
 
-    def changed(self) -> list[str]:
+    def changed(self, shallow: bool = True) -> list[str]:
+        """What changed (see the class); `shallow=False` leaves the shallow objects out (strict timing's
+        draws: they rely on torch's random functions, not on what the reference runs through)."""
         out = []
-        if _same_dict_all(self._dicts, self._all):
-            items_of = []  # every attribute the same object, in the same order: nothing replaced
-        else:
-            items_of = self._items
-            self._all = _all_keys_values(self._dicts)
-        for i, (name, obj, items) in enumerate(items_of):
+        for group in (False, True) if shallow else (False,):
+            at, views, whole = self._groups[group]
+            if _same_dict_all(views, whole):  # every attribute the same object, in the same order
+                continue
+            found = len(out)
+            out += self._replaced(at)
+            if len(out) == found:  # only new attributes, or flags rebound: the next look starts from here
+                self._groups[group][2] = _all_keys_values(views)
+        for name, obj, keys in self.closed:
+            out += [f"{name}.{key}" for key in vars(obj).keys() - keys]
+        replaced = set(out)
+        out += [f"{name}.{key} (its code)" for (name, key), chain in self.insides.items()
+                if f"{name}.{key}" not in replaced and not _same_insides(chain)]  # fmt: skip
+        out += [f"{name}.{key} (its contents)" for name, key, value, then in self._contents
+                if f"{name}.{key}" not in replaced and value != then]  # fmt: skip
+        return out
+
+    def _replaced(self, at: list[int]) -> list[str]:
+        """The attributes replaced or deleted, and the class attributes added that hide a base's, of the
+        objects at `at` (indices into `_items`)."""
+        out = []
+        for i in at:
+            name, obj, items = self._items[i]
             now = vars(obj)
             if _same_dict(now, self._whole[i]):
                 continue
@@ -178,23 +202,19 @@ class TamperGuard:
                 for key in now.keys() - self.snapshot[name].keys():
                     if any(key in vars(base) for base in obj.__mro__[1:]):
                         out.append(f"{name}.{key}")
-            if len(out) == found:  # only new attributes, or flags rebound: the next look starts from here
+            if len(out) == found:
                 self._whole[i] = _keys_values(now)
-        for name, obj, keys in self.closed:
-            out += [f"{name}.{key}" for key in vars(obj).keys() - keys]
-        replaced = set(out)
-        out += [f"{name}.{key} (its code)" for (name, key), chain in self.insides.items()
-                if f"{name}.{key}" not in replaced and not _same_insides(chain)]  # fmt: skip
-        out += [f"{name}.{key} (its contents)" for name, key, value, then in self._contents
-                if f"{name}.{key}" not in replaced and value != then]  # fmt: skip
         return out
 
 
+# values, not code: a flag of a torch module rebound from one to another is state (`torch.cuda._initialized`;
+# `torch.utils._device.CURRENT_DEVICE`, which `torch.set_default_device` sets, a torch.device)
 _PLAIN = (bool, int, float, str, bytes, type(None))
 
 
 def _plain(value) -> bool:
-    return type(value) in _PLAIN
+    torch_mod = sys.modules.get("torch")
+    return type(value) in _PLAIN or (torch_mod is not None and type(value) is torch_mod.device)
 
 
 def _keys_values(d) -> tuple[int, tuple, tuple]:
@@ -435,8 +455,7 @@ def all_same_values(torch_mod, pairs: list[tuple], batched: bool | None = None) 
 def _module_state(m) -> tuple:
     """A module as `PinnedState` compares it: itself, its class, the names of its instance attributes
     (not what they name where that is an object: KernelBench's LSTM references rebind `self.h0` in
-    forward; a `forward` set on the instance is a new name), the values of those that are plain (bool,
-    int, float, str: `training` among them), its own hooks (`_MODULE_HOOKS`), and its children, parameters and
+    forward; a `forward` set on the instance is a new name), its `training` flag, its own hooks (`_MODULE_HOOKS`), and its children, parameters and
     buffers, by identity and class (tensors as objects here; a parameter given another `__class__`, whose
     `__torch_function__` answered `F.linear` with its bias alone, was the same object with the same
     values, helper-15; parameters' values are `PinnedState`'s, buffers' are not compared: a BatchNorm's
@@ -444,12 +463,12 @@ def _module_state(m) -> tuple:
     own = vars(m)
     hooks = tuple(tuple((k, id(v)) for k, v in own.get(name, {}).items()) for name in _MODULE_HOOKS)
     # the dicts `Module.__getattr__` answers from, as objects and classes (a dict subclass answering
-    # `weight` with zeros, helper-16), and the plain values: `training`, sizes, a scale factor
+    # `weight` with zeros, helper-16), and `training` (BatchNorm in eval mode computes another output;
+    # other plain values a reference may change itself: a count of its calls)
     stores = tuple(
         (id(own.get(name)), type(own.get(name))) for name in ("_parameters", "_buffers", "_modules")
     )
-    plain = tuple((k, "nan" if v != v else v) for k, v in own.items() if type(v) in _PLAIN)
-    return (m, type(m), frozenset(own), hooks, stores, plain,
+    return (m, type(m), frozenset(own), hooks, stores, own.get("training"),
             tuple((k, id(v)) for k, v in own.get("_modules", {}).items()),
             tuple((k, id(v), type(v)) for k, v in own.get("_parameters", {}).items()),
             tuple((k, id(v), type(v)) for k, v in own.get("_buffers", {}).items()))  # fmt: skip

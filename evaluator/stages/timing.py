@@ -328,7 +328,11 @@ def _fitting_draw(ev, inputs: list, seed: int) -> list | None:
     the harness's own generator serve instead."""
     from kb_agent.evaluator.compare import flatten_outputs
 
-    if record_tampering(ev, "seen while strict timing drew fresh inputs"):
+    # without the shallow objects (every torch module): this runs on the host right before a timed call,
+    # whose launch is inside its events, and the fresh calls of an honest 50 us ReLU read 2x its repeated
+    # ones once they came with it (toy/relu, H100, 2026-12-07; likely the host's caches); the reference
+    # runs in strict timing only for a judged call, which is looked at in full first (`judge_call`)
+    if record_tampering(ev, "seen while strict timing drew fresh inputs", shallow=False):
         return None
     set_seed(seed)
     drawn = ev.draw_inputs()

@@ -273,9 +273,9 @@ def test_a_new_attribute_of_a_closed_object_is_named():
     assert guard.changed() == ["vf.lstm"]
 
 
-def test_the_dicts_a_module_answers_from_and_its_plain_values_are_pinned():
+def test_the_dicts_a_module_answers_from_and_its_training_flag_are_pinned():
     """helper-16 (2026-12-07): with the reference's Linear in hand, its `_parameters` swapped for a dict
-    subclass answering `weight` with zeros (same items), its `training` flag flipped, a scale changed."""
+    subclass answering `weight` with zeros (same items), or its `training` flag flipped."""
     from kb_agent.evaluator.strict import PinnedState
 
     class Zeros(dict):
@@ -286,7 +286,6 @@ def test_the_dicts_a_module_answers_from_and_its_plain_values_are_pinned():
     changes = [
         lambda m: setattr(m.linear, "_parameters", Zeros(m.linear._parameters)),
         lambda m: m.norm.eval(),
-        lambda m: setattr(m.linear, "in_features", 9),
     ]
     for change in changes:
         ev, _ = _pinned_ev()
@@ -299,12 +298,25 @@ def test_a_shallow_objects_replaced_function_counts_and_its_rebound_flags_do_not
     """Every torch module is a shallow object (`strict.torch_modules`): `torch.cuda._initialized`-like
     flags rebound between plain values are state, a function replaced is not; an attribute added
     (lazily loaded) and then one replaced is still found (the one-pass look starts again from there)."""
+    import torch
+
     mod = types.ModuleType("m")
-    mod.flag, mod.fn, mod.cache = False, len, None
+    mod.flag, mod.fn, mod.cache, mod.device = False, len, None, torch.device("cpu")
     guard = TamperGuard({}, shallow={"m": mod})
-    mod.flag, mod.lazy = True, 1
+    mod.flag, mod.lazy, mod.device = True, 1, torch.device("meta")  # torch.set_default_device's, say
     assert guard.changed() == []
     mod.fn = max
     assert guard.changed() == ["m.fn"]
     mod.fn, mod.cache = len, object()
     assert guard.changed() == ["m.cache"]
+
+
+def test_a_look_without_the_shallow_objects_leaves_them_for_the_next_full_one():
+    guarded, shallow = types.ModuleType("g"), types.ModuleType("s")
+    guarded.fn = shallow.fn = len
+    guard = TamperGuard({"g": guarded}, shallow={"s": shallow})
+    shallow.fn = max
+    assert guard.changed(shallow=False) == []
+    guarded.fn = min
+    assert guard.changed(shallow=False) == ["g.fn"]
+    assert guard.changed() == ["g.fn", "s.fn"]
