@@ -58,7 +58,9 @@ def interference(ev) -> str:
     found = []
     # torch.set_default_device's mode (a DeviceContext) only picks where factories allocate; honest
     # candidates set it
-    functions = [m for m in _get_current_function_mode_stack() if not isinstance(m, DeviceContext)]
+    # candidates set it; its class exactly: a subclass's own __torch_function__ slowed the reference's
+    # relu 500x (helper-17, 2026-12-07)
+    functions = [m for m in _get_current_function_mode_stack() if type(m) is not DeviceContext]
     if modes := len(functions) + torch._C._len_torch_dispatch_stack():
         found.append(
             f"{modes} torch function or dispatch mode(s) active ({', '.join(type(m).__name__ for m in functions)})"
@@ -95,13 +97,20 @@ def tampering_now(ev, shallow: bool = True) -> list[str]:
     return found + ([f"left {left}"] if (left := interference(ev)) else [])
 
 
-def record_tampering(ev, when: str, shallow: bool = True) -> bool:
+def record_tampering(ev, when: str, shallow: bool = True, every_op: bool = False) -> bool:
     """Fail `tampering` where `tampering_now` finds anything, its first eight findings followed by
     `when` ("after its import", ...); True where it did. Made after the candidate's import, its
     constructor and each of its checked calls (before the harness's own torch calls, the reference's and
     the comparison's, that would run through what it left), before each of strict timing's fresh
     draws, and once its code has stopped running."""
-    if found := tampering_now(ev, shallow):
+    found = tampering_now(ev, shallow)
+    if (
+        every_op
+        and getattr(ev, "dispatch_guard", None) is not None
+        and (ops := ev.dispatch_guard.changed_anywhere())
+    ):
+        found.append(f"left kernels of its own for {', '.join(ops[:4])}")
+    if found:
         ev.checks.record("tampering", False, ", ".join(found[:8]) + f" ({when})")
     return bool(found)
 
@@ -298,7 +307,9 @@ class Evaluation:
 
         checks = self.checks
         # tampering first: the monitor is still on, as the candidate must have left it
-        tampered = record_tampering(self, "after its last call") if self.guard is not None else None
+        tampered = (
+            record_tampering(self, "after its last call", every_op=True) if self.guard is not None else None
+        )
         if self.monitor is not None:
             self.monitor.active = False
             checks.record(

@@ -170,7 +170,7 @@ def load_candidate(ev) -> Verdict | None:
     if ev.strict and verdict is None:
         # a global module pre-hook registered at import and removed in the candidate's first forward
         # saw the reference's first call, and no check after a candidate call could (helper-14)
-        record_tampering(ev, "after its import")
+        record_tampering(ev, "after its import", every_op=True)
     return verdict
 
 
@@ -259,6 +259,6 @@ def construct_candidate(ev) -> None:
         ev.sync()
         if ev.pinned is not None:
             ev.pinned.add_candidate(ev)
-            record_tampering(ev, "after its constructor")
+            record_tampering(ev, "after its constructor", every_op=True)
     except BaseException as e:  # noqa: BLE001
         raise ev.runtime_verdict(e, "constructing ModelNew") from None
