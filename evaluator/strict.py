@@ -263,13 +263,40 @@ _SETTINGS = {
     "torch.backends.cuda.mem_efficient_sdp_enabled()": lambda t: t.backends.cuda.mem_efficient_sdp_enabled(),
     "torch.backends.cuda.math_sdp_enabled()": lambda t: t.backends.cuda.math_sdp_enabled(),
     "torch.backends.mkldnn.enabled": lambda t: t.backends.mkldnn.enabled,
+    # which library serves a matmul or a decomposition, attention's cuDNN kernel and reduced-precision math,
+    # fp16 accumulation, einsum's contraction order, nn.MultiheadAttention's fast path, NaN-filled empties
+    # under deterministic mode: each changes how fast, or what, a reference computes
+    "torch.backends.cuda.preferred_blas_library()": lambda t: t.backends.cuda.preferred_blas_library(),
+    "torch.backends.cuda.preferred_linalg_library()": lambda t: t.backends.cuda.preferred_linalg_library(),
+    "torch.backends.cuda.cudnn_sdp_enabled()": lambda t: t.backends.cuda.cudnn_sdp_enabled(),
+    "torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed()":
+        lambda t: t.backends.cuda.fp16_bf16_reduction_math_sdp_allowed(),
+    "torch.backends.cuda.matmul.allow_fp16_accumulation": lambda t: t.backends.cuda.matmul.allow_fp16_accumulation,
+    "torch.backends.fp32_precision": lambda t: t.backends.fp32_precision,
+    "torch.backends.cuda.matmul.fp32_precision": lambda t: t.backends.cuda.matmul.fp32_precision,
+    "torch.backends.cudnn.fp32_precision": lambda t: t.backends.cudnn.fp32_precision,
+    "torch.backends.cudnn.conv.fp32_precision": lambda t: t.backends.cudnn.conv.fp32_precision,
+    "torch.backends.cudnn.rnn.fp32_precision": lambda t: t.backends.cudnn.rnn.fp32_precision,
+    "torch.backends.mkldnn.fp32_precision": lambda t: t.backends.mkldnn.fp32_precision,
+    "torch.backends.mkldnn.matmul.fp32_precision": lambda t: t.backends.mkldnn.matmul.fp32_precision,
+    "torch.backends.mkldnn.conv.fp32_precision": lambda t: t.backends.mkldnn.conv.fp32_precision,
+    "torch.backends.mkldnn.rnn.fp32_precision": lambda t: t.backends.mkldnn.rnn.fp32_precision,
+    "torch.backends.mkldnn.deterministic": lambda t: t.backends.mkldnn.deterministic,
+    "torch.backends.cudnn.benchmark_limit": lambda t: t.backends.cudnn.benchmark_limit,
+    "torch.backends.opt_einsum.enabled": lambda t: t.backends.opt_einsum.enabled,
+    "torch.backends.opt_einsum.strategy": lambda t: t.backends.opt_einsum.strategy,
+    "torch.backends.mha.get_fastpath_enabled()": lambda t: t.backends.mha.get_fastpath_enabled(),
+    "torch.utils.deterministic.fill_uninitialized_memory":
+        lambda t: t.utils.deterministic.fill_uninitialized_memory,
+    "torch.get_deterministic_debug_mode()": lambda t: t.get_deterministic_debug_mode(),
 }  # fmt: skip
 
 
 def process_settings(torch_mod) -> dict[str, Any]:
     """torch's process-wide settings that change how, or how fast, the reference runs: its thread counts,
     default dtype, math modes (TF32, reduced-precision reductions, deterministic algorithms) and backend
-    choices (cuDNN, attention kernels, oneDNN). `torch.set_num_threads(1)` at import, with the candidate's
+    choices (cuDNN, attention kernels, BLAS and linear-algebra libraries, oneDNN, einsum's planner).
+    `torch.set_num_threads(1)` at import, with the candidate's
     forward taking 2 back while it ran, slowed the reference's CPU timing alone (helper-16, 2026-12-07)."""
     import warnings
 

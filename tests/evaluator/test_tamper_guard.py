@@ -320,3 +320,45 @@ def test_a_look_without_the_shallow_objects_leaves_them_for_the_next_full_one():
     guarded.fn = min
     assert guard.changed(shallow=False) == ["g.fn"]
     assert guard.changed() == ["g.fn", "s.fn"]
+
+
+# (name, how a candidate flips it at import): settings a fresh reviewer named unguarded (helper-17,
+# 2026-12-07) and their kin; each changes how fast, or what, a reference computes
+_FLIPS = {
+    "torch.backends.cuda.preferred_blas_library()": lambda t: t.backends.cuda.preferred_blas_library("cublaslt"),
+    "torch.backends.cuda.preferred_linalg_library()": lambda t: t.backends.cuda.preferred_linalg_library("magma"),
+    "torch.backends.cuda.cudnn_sdp_enabled()": lambda t: t.backends.cuda.enable_cudnn_sdp(False),
+    "torch.backends.cuda.matmul.allow_fp16_accumulation":
+        lambda t: setattr(t.backends.cuda.matmul, "allow_fp16_accumulation", True),
+    "torch.backends.cudnn.conv.fp32_precision": lambda t: setattr(t.backends.cudnn.conv, "fp32_precision", "ieee"),
+    "torch.backends.opt_einsum.enabled":
+        lambda t: setattr(t.backends.opt_einsum, "enabled", not t.backends.opt_einsum.enabled),
+    "torch.backends.mha.get_fastpath_enabled()": lambda t: t.backends.mha.set_fastpath_enabled(False),
+    "torch.utils.deterministic.fill_uninitialized_memory":
+        lambda t: setattr(t.utils.deterministic, "fill_uninitialized_memory", False),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(_FLIPS))
+def test_a_process_setting_a_candidate_flips_is_compared(name):
+    import torch
+    from kb_agent.evaluator.strict import process_settings
+
+    before = process_settings(torch)
+    try:
+        try:
+            _FLIPS[name](torch)
+        except RuntimeError as e:  # a CPU build of torch has no cuBLASLt or MAGMA to prefer
+            pytest.skip(str(e))
+        after = process_settings(torch)
+    finally:
+        torch.backends.cuda.preferred_blas_library("cublas")
+        torch.backends.cuda.preferred_linalg_library("default")
+        torch.backends.cuda.enable_cudnn_sdp(True)
+        torch.backends.cuda.matmul.allow_fp16_accumulation = False
+        torch.backends.cudnn.conv.fp32_precision = before["torch.backends.cudnn.conv.fp32_precision"]
+        torch.backends.opt_einsum.enabled = before["torch.backends.opt_einsum.enabled"]
+        torch.backends.mha.set_fastpath_enabled(True)
+        torch.utils.deterministic.fill_uninitialized_memory = True
+    assert {k for k in before if before[k] != after[k]} >= {name}
+    assert process_settings(torch) == before
