@@ -1005,11 +1005,16 @@ def op_kind(name: str) -> str | None:
     return bare
 
 
+_TORCH_NAMESPACES = ("aten", "prims")
+
+
 def library_work(fn, args) -> dict[str, float]:
     """The work one call of `fn` did in PyTorch/library ops, by kind (`op_kind`): FLOPs for the kinds
     torch.utils.flop_counter counts (matmul, conv, attention), elements touched (the largest operand or
     result) for the others. Seen at the dispatcher, so ops a C++ extension calls (torch::matmul,
-    at::relu) count too; a custom kernel's work is invisible here. Glue ops are left out."""
+    at::relu) count too; a custom kernel's work is invisible here, and so is an op of a namespace other
+    than torch's own (`torch.library.custom_op("mylib::relu")`: a candidate's kernel registered as an
+    op, counted as aten's relu by its name until helper-17 found it, 2026-12-07). Glue ops are left out."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils.flop_counter import FlopCounterMode
@@ -1019,7 +1024,9 @@ def library_work(fn, args) -> dict[str, float]:
     class _Record(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
-            kind = op_kind(func._overloadpacket.__name__)
+            # torch's own ops alone: an op of another namespace is a library's or the candidate's own
+            # (a kernel registered as `mylib::relu` is no call of aten's relu)
+            kind = op_kind(func._overloadpacket.__name__) if func.namespace in _TORCH_NAMESPACES else None
             if kind is not None:
                 sizes = [
                     t.numel() for t in [*args, *(kwargs or {}).values(), out] if isinstance(t, torch.Tensor)

@@ -258,3 +258,21 @@ def test_snapshots_of_cpu_tensors_are_plain_copies():
     x = torch.randn(8)
     (snap,) = kp.snapshot(torch, [x])
     assert torch.equal(snap, x) and snap.data_ptr() != x.data_ptr()
+
+
+@torch.library.custom_op("kbtest::relu", mutates_args=())
+def _own_relu(x: torch.Tensor) -> torch.Tensor:
+    return x.clamp_min(0.0)
+
+
+@_own_relu.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def test_a_kernel_registered_as_an_op_of_its_own_namespace_is_no_library_work():
+    """A candidate's kernel registered with torch.library under its own name (`kbtest::relu`) was counted
+    as aten's relu by its bare name, so the reference's relu looked done by a library (helper-17)."""
+    x = torch.randn(64)
+    assert set(library_work(torch.relu, [x])) == {"clamp"}
+    assert library_work(lambda t: torch.ops.kbtest.relu(t), [x]) == {}
