@@ -104,6 +104,7 @@ _MISSING = object()
 # mutable values of the evaluator's own modules that change in an honest evaluation (caches)
 _MUTABLE_GLOBALS = {("kb_agent.evaluator.timing", "_readers")}
 _CONTAINERS = (dict, list, set, bytearray)
+_PACKAGE = __name__.partition(".")[0]  # this project's top-level package (kb_agent)
 
 
 class TamperGuard:
@@ -160,6 +161,13 @@ class TamperGuard:
             (name, key, value, _copy(value)) for name in contents for key, value in self.snapshot[name].items()
             if type(value) in _CONTAINERS and (getattr(objects[name], "__name__", name), key) not in _MUTABLE_GLOBALS
         ]  # fmt: skip
+        # what `import` hands the evaluator's own code: a copy of `kb_agent.evaluator.compare` put into
+        # sys.modules, the original untouched, served a stage's function-level import, which compared the
+        # reference's output with itself (helper-18, 2026-12-07). Every guarded module's entry, and the
+        # names of the project's own (a new one: a module planted before the harness first imports it)
+        self._sys_modules = sys.modules
+        self._entries = [(name, obj) for name, obj in self.objects.items() if sys.modules.get(name) is obj]
+        self._own_names = frozenset(name for name in sys.modules if name.partition(".")[0] == _PACKAGE)
 
     def changed(self, shallow: bool = True) -> list[str]:
         """What changed (see the class); `shallow=False` leaves the shallow objects out (strict timing's
@@ -179,7 +187,13 @@ class TamperGuard:
         out += [f"{name}.{key} (its code)" for (name, key), chain in self.insides.items()
                 if f"{name}.{key}" not in replaced and not _same_insides(chain)]  # fmt: skip
         out += [f"{name}.{key} (its contents)" for name, key, value, then in self._contents
-                if f"{name}.{key}" not in replaced and value != then]  # fmt: skip
+                if f"{name}.{key}" not in replaced and not _same_contents(value, then)]  # fmt: skip
+        modules = sys.modules
+        if modules is not self._sys_modules:
+            out.append("sys.modules")
+        out += [f"sys.modules[{name!r}]" for name, obj in self._entries if modules.get(name) is not obj]
+        out += [f"sys.modules[{name!r}] (new)" for name in list(modules)
+                if name.partition(".")[0] == _PACKAGE and name not in self._own_names]  # fmt: skip
         return out
 
     def _replaced(self, at: list[int]) -> list[str]:
@@ -215,6 +229,21 @@ _PLAIN = (bool, int, float, str, bytes, type(None))
 def _plain(value) -> bool:
     torch_mod = sys.modules.get("torch")
     return type(value) in _PLAIN or (torch_mod is not None and type(value) is torch_mod.device)
+
+
+def _same_contents(now, then) -> bool:
+    """Whether a guarded container holds the same objects as its copy `then`: by identity, no element's
+    `__eq__` asked (`builtins.zip` replaced by an object equal to every other passed `!=`, helper-18)."""
+    if len(now) != len(then):
+        return False
+    if isinstance(now, dict):
+        return _same_dict(now, _keys_values(then))
+    if isinstance(now, set):
+        ids = {id(x) for x in now}
+        return all(id(x) in ids for x in then)
+    if isinstance(now, (bytes, bytearray)):
+        return bytes(now) == bytes(then)
+    return all(map(operator.is_, now, then))
 
 
 def _keys_values(d) -> tuple[int, tuple, tuple]:

@@ -362,3 +362,40 @@ def test_a_process_setting_a_candidate_flips_is_compared(name):
         torch.utils.deterministic.fill_uninitialized_memory = True
     assert {k for k in before if before[k] != after[k]} >= {name}
     assert process_settings(torch) == before
+
+
+class _EqualToAll:
+    def __call__(self, *a):
+        return zip(*a)
+
+    def __eq__(self, other):
+        return True
+
+    __hash__ = object.__hash__
+
+
+def test_a_guarded_containers_element_replaced_by_one_equal_to_everything_is_named():
+    """helper-18: `builtins.zip` replaced by an object whose `__eq__` says True passed a `!=` of the
+    evaluator modules' `__builtins__`; then compare_outputs paired the reference's output with itself."""
+    m = types.ModuleType("kb_agent_guarded_consts")
+    m.table, m.names, m.members = {"zip": zip, "floor": 0.5}, [zip, 1], {zip}
+    guard = TamperGuard({"m": m}, contents=("m",))
+    m.table["zip"], m.names[0] = _EqualToAll(), _EqualToAll()
+    m.members.discard(zip)
+    m.members.add(_EqualToAll())
+    assert sorted(guard.changed()) == ["m.members (its contents)", "m.names (its contents)", "m.table (its contents)"]
+
+
+def test_a_guarded_modules_entry_in_sys_modules_swapped_or_one_of_ours_planted_is_named(monkeypatch):
+    """helper-18: a copy of `kb_agent.evaluator.compare` put into sys.modules served the stages'
+    function-level imports, the original module untouched."""
+    import sys
+
+    import kb_agent.evaluator.compare as compare
+
+    guard = TamperGuard({"kb_agent.evaluator.compare": compare})
+    assert guard.changed() == []
+    monkeypatch.setitem(sys.modules, "kb_agent.evaluator.compare", types.ModuleType("kb_agent.evaluator.compare"))
+    monkeypatch.setitem(sys.modules, "kb_agent.evaluator.not_yet_imported", types.ModuleType("planted"))
+    assert guard.changed() == ["sys.modules['kb_agent.evaluator.compare']",
+                               "sys.modules['kb_agent.evaluator.not_yet_imported'] (new)"]  # fmt: skip
