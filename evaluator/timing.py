@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from kb_agent.evaluator.result import TimingStats
+from kb_agent.evaluator.thresholds import STRICT_SPIN_MS
 
 if TYPE_CHECKING:
     from kb_agent.evaluator.result import TimingInfo
@@ -490,8 +491,9 @@ class StrictTimes:
     """What `time_strict` measured, one entry per call (ms).
 
     Attributes:
-        events_ms: CUDA events on the current stream around the call.
-        host_ms: host clock from before the call to after a device-wide synchronize (data only: it also
+        events_ms: CUDA events on the current stream around the call, the start event behind a
+            device-side spin (STRICT_SPIN_MS): the device's time of the call.
+        host_ms: host clock from before the spin to after a device-wide synchronize (data only: it also
             holds the time other processes' work on a shared GPU delays ours).
         after_stream_ms: host clock from the timed stream's end event being done (with the early read
             behind it) to a device-wide synchronize returning: the device work of this process that the
@@ -556,7 +558,9 @@ def time_strict(
     plus small random offsets, one per element (`_write_fresh`, `add_offsets`). As many calls again,
     shuffled in among them at random, repeat the previous call's inputs unchanged (`repeat_events_ms`): `no_replay` compares the two kinds, timed in one loop under the same
     protocol, so what slows every call alike (launch latency of a tiny kernel, a profiler's callbacks,
-    another process on the GPU) slows both. On CUDA each call is timed with events on the current stream;
+    another process on the GPU) slows both. On CUDA each call is timed with events on the current stream,
+    the start event behind a device-side spin of STRICT_SPIN_MS (the device's time of the call, without
+    the host's launch latency, which the host work before a fresh call inflates);
     then the output is sampled on that stream (`early_read`), the host waits for the end event and the
     sample, and then for the whole device (`_sync()`, every stream of this process): that last wait is
     the work moved to another stream or a thread (`after_stream_ms`). On the CPU every figure is the host
@@ -626,6 +630,12 @@ def time_strict(
                 _sync()
                 start, end, read = (_Event(enable_timing=True) for _ in range(3))
                 t0 = _perf_counter()
+                # the window opens once the spin is done, by when the host has launched the call: the
+                # device's work alone, not the host's launch latency, which the host work of a fresh
+                # call's draw, look and copy inflated 2-3.5x against a repeated call's (an honest 10 us
+                # kernel failed no_parity_replay and no_replay, H100, 2026-12-07)
+                if _spin is not None:
+                    _spin(int(STRICT_SPIN_MS * _SPIN_CYCLES_PER_MS))
                 start.record()
                 out = fn(*args)
                 end.record()

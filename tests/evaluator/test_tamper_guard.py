@@ -383,7 +383,11 @@ def test_a_guarded_containers_element_replaced_by_one_equal_to_everything_is_nam
     m.table["zip"], m.names[0] = _EqualToAll(), _EqualToAll()
     m.members.discard(zip)
     m.members.add(_EqualToAll())
-    assert sorted(guard.changed()) == ["m.members (its contents)", "m.names (its contents)", "m.table (its contents)"]
+    assert sorted(guard.changed()) == [
+        "m.members (its contents)",
+        "m.names (its contents)",
+        "m.table (its contents)",
+    ]
 
 
 def test_a_guarded_modules_entry_in_sys_modules_swapped_or_one_of_ours_planted_is_named(monkeypatch):
@@ -395,7 +399,9 @@ def test_a_guarded_modules_entry_in_sys_modules_swapped_or_one_of_ours_planted_i
 
     guard = TamperGuard({"kb_agent.evaluator.compare": compare})
     assert guard.changed() == []
-    monkeypatch.setitem(sys.modules, "kb_agent.evaluator.compare", types.ModuleType("kb_agent.evaluator.compare"))
+    monkeypatch.setitem(
+        sys.modules, "kb_agent.evaluator.compare", types.ModuleType("kb_agent.evaluator.compare")
+    )
     monkeypatch.setitem(sys.modules, "kb_agent.evaluator.not_yet_imported", types.ModuleType("planted"))
     assert guard.changed() == ["sys.modules['kb_agent.evaluator.compare']",
                                "sys.modules['kb_agent.evaluator.not_yet_imported'] (new)"]  # fmt: skip
