@@ -714,7 +714,6 @@ class LoadInlineWrapper:
         self.bind_root = bind_root
         self.builds: list[dict] = []
         self._path: dict = {}  # the last build's path record (bindcache.JitHook.record)
-        self.monitor = None  # strict mode's SideEffectMonitor, paused while a build runs
         self.probe = None  # strict mode's kernel_probe.KernelProbe: the built modules' functions report to it
 
     def install(self) -> None:
@@ -722,15 +721,9 @@ class LoadInlineWrapper:
 
     def __call__(self, name, cpp_sources, cuda_sources=None, *args, **kwargs):
         # the build is the evaluator's own work (compilers, torch's precompiled header beside its own
-        # headers): strict mode's side-effect monitor watches the candidate, not this
-        monitor, was_active = self.monitor, getattr(self.monitor, "active", False)
-        if monitor is not None:
-            monitor.active = False
-        try:
-            return self._call(name, cpp_sources, cuda_sources, *args, **kwargs)
-        finally:
-            if monitor is not None:
-                monitor.active = was_active
+        # headers): strict mode's side-effect monitor lets the writes and processes under `_call` through
+        # (`SideEffectMonitor.trusted_code`); nothing here can switch it off, which a candidate could reach
+        return self._call(name, cpp_sources, cuda_sources, *args, **kwargs)
 
     def _call(self, name, cpp_sources, cuda_sources=None, *args, **kwargs):
         as_list = lambda s: [s] if isinstance(s, str) else list(s or [])  # noqa: E731

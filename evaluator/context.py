@@ -57,7 +57,6 @@ def interference(ev) -> str:
     torch = ev.torch
     found = []
     # torch.set_default_device's mode (a DeviceContext) only picks where factories allocate; honest
-    # candidates set it
     # candidates set it; its class exactly: a subclass's own __torch_function__ slowed the reference's
     # relu 500x (helper-17, 2026-12-07)
     functions = [m for m in _get_current_function_mode_stack() if type(m) is not DeviceContext]
@@ -132,27 +131,13 @@ def load_module(path: Path, name: str):
     return module
 
 
-_MONITOR = None  # strict mode's SideEffectMonitor, once armed
-
-
-def set_monitor(monitor) -> None:
-    """Strict mode's audit hook, which `describe_exception` pauses while it reads a traceback."""
-    global _MONITOR
-    _MONITOR = monitor
-
-
 def describe_exception(
     e: BaseException, source_file: str, limit: int = 1500, label: str = "candidate"
 ) -> str:
     """`Type: message` plus the frames in `source_file` ("<label> line N, in function: code"),
-    innermost last."""
-    if _MONITOR is not None:
-        with _MONITOR.paused():  # reading a traceback touches frames, which candidates may not
-            return _describe_exception(e, source_file, limit, label)
-    return _describe_exception(e, source_file, limit, label)
-
-
-def _describe_exception(e: BaseException, source_file: str, limit: int, label: str) -> str:
+    innermost last. (Strict mode's side-effect monitor lets this read a traceback's frames: its nearest
+    caller outside the standard library is this module. The monitor used to be paused here, through a
+    module global a candidate could reach too.)"""
     frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == source_file]
     head = f"{type(e).__name__}: {e}".strip()
     if len(head) > limit:
@@ -221,6 +206,7 @@ class Evaluation:
         self.pinned = None  # strict.PinnedState, made with the reference model (stages.build)
         self.settings_before = None  # strict.process_settings as the candidate's import found them
         self.threads_before: set = set()
+        self.reference_alone = None  # the reference's TimingStats before the candidate's import (strict)
 
     # -- helpers ------------------------------------------------------------------------------------
     def sync(self) -> None:

@@ -35,7 +35,6 @@ The checks, by the kind of hack they close (each closes the class, not one examp
 from __future__ import annotations
 
 import ast
-import contextlib
 import itertools
 import operator
 import os
@@ -85,18 +84,61 @@ _STATIC_RULES = [
 
 
 def static_findings(source: str) -> list[str]:
-    """Rule breaches visible in the candidate's source (a cheap first line of defence)."""
-    found = [why for pat, why in _STATIC_RULES if re.search(pat, source, re.MULTILINE)]
+    """Rule breaches visible in the candidate's source (a cheap first line of defence), its comments and
+    docstrings aside (`code_text`): an honest kernel commented "should beat what torch.compile
+    generates" was rejected (helper-18, 2026-12-07)."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
-        return found
+        return [why for pat, why in _STATIC_RULES if re.search(pat, source, re.MULTILINE)]
+    code = code_text(source, tree)
+    found = [why for pat, why in _STATIC_RULES if re.search(pat, code, re.MULTILINE)]
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and node.name == "ModelNew":
             bases = [ast.unparse(b) for b in node.bases]
             if any(b == "Model" or b.endswith(".Model") for b in bases):
                 found.append("ModelNew inherits from the reference Model")
     return found
+
+
+def code_text(source: str, tree: ast.Module) -> str:
+    """`source` with its comments and docstrings (the first string of a module, class or function body)
+    blanked out, every other character where it was; `source` itself where it cannot be tokenized."""
+    import io
+    import tokenize
+
+    spans = []  # ((line, col), (end line, end col), columns in bytes), lines from 1
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
+                spans.append(
+                    ((first.lineno, first.col_offset), (first.end_lineno, first.end_col_offset), True)
+                )
+    try:
+        spans += [(t.start, t.end, False) for t in tokenize.generate_tokens(io.StringIO(source).readline)
+                  if t.type == tokenize.COMMENT]  # fmt: skip
+    except (tokenize.TokenError, SyntaxError):
+        return source
+    lines = source.splitlines(keepends=True)
+    # ast's columns count UTF-8 bytes, tokenize's characters: blank by bytes, line by line
+    data = [bytearray(line.encode("utf-8")) for line in lines]
+    for (l0, c0), (l1, c1), in_bytes in spans:
+        for ln in range(l0, l1 + 1):
+            row = data[ln - 1]
+            a = (c0 if in_bytes else _byte_col(lines[ln - 1], c0)) if ln == l0 else 0
+            b = (c1 if in_bytes else _byte_col(lines[ln - 1], c1)) if ln == l1 else len(row.rstrip(b"\r\n"))
+            row[a:b] = b" " * (b - a)
+    return b"".join(data).decode("utf-8", errors="replace")
+
+
+def _byte_col(line: str, col: int) -> int:
+    """tokenize's character column `col` of `line` as a byte offset (ast's are bytes already)."""
+    return len(line[:col].encode("utf-8"))
 
 
 # --------------------------------------------------------------------------------------- tampering
@@ -545,6 +587,15 @@ class DispatchGuard:
         self.every = {op: torch_mod._C._dispatch_dump(op) for op in torch_mod._C._dispatch_get_all_op_names()
                       if op.startswith("aten::")}  # fmt: skip
 
+    def watch(self, ops: set[str]) -> None:
+        """Compare `ops` too in every `changed()` from now on, against their kernels before the candidate's
+        import: the reference's own (`dispatched_ops` of its first call). An `aten::relu` of the
+        candidate's registered at the end of each forward, and removed inside the reference's next call,
+        made the reference compute the candidate's wrong values and passed (helper-18, 2026-12-07)."""
+        self.snapshot.update(
+            {op: self.every[op] for op in ops if op in self.every and op not in self.snapshot}
+        )
+
     def changed(self) -> list[str]:
         dump = self.torch._C._dispatch_dump
         return [op for op, text in self.snapshot.items() if dump(op) != text]
@@ -557,14 +608,10 @@ class DispatchGuard:
         return [op for op, text in self.every.items() if dump(op) != text]
 
 
-def _harness_ops(torch) -> set[str]:
-    """Names of the aten ops (with overload) that a passing and a failing comparison, the strict trials'
-    relative error (both of its paths), a finiteness test, an equality test, torch's random draws, a
-    copy and a clone dispatch on the CPU."""
-    from kb_agent.evaluator.compare import compare_outputs, relative_error
+def dispatched_ops(ops: set[str]):
+    """A dispatch mode that adds to `ops` the name (with overload, as `_dispatch_dump` takes it) of every
+    op dispatched while it is on."""
     from torch.utils._python_dispatch import TorchDispatchMode
-
-    ops: set[str] = set()
 
     class _Record(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -572,8 +619,18 @@ def _harness_ops(torch) -> set[str]:
             ops.add(name if func._overloadname == "default" else f"{name}.{func._overloadname}")
             return func(*args, **(kwargs or {}))
 
+    return _Record()
+
+
+def _harness_ops(torch) -> set[str]:
+    """Names of the aten ops (with overload) that a passing and a failing comparison, the strict trials'
+    relative error (both of its paths), a finiteness test, an equality test, torch's random draws, a
+    copy and a clone dispatch on the CPU."""
+    from kb_agent.evaluator.compare import compare_outputs, relative_error
+
+    ops: set[str] = set()
     a = torch.linspace(-1.0, 1.0, 64).reshape(8, 8)
-    with torch.no_grad(), _Record():
+    with torch.no_grad(), dispatched_ops(ops):
         compare_outputs(a, a + 1e-7, 1e-4, 1e-4, 0, 0)
         compare_outputs(a, a + 1.0, 1e-4, 1e-4, 0, 0)
         (
@@ -657,9 +714,22 @@ class SideEffectMonitor:
     network use, and reads of credentials or other processes' environments. Audit hooks cannot be
     removed once added; C++ code that makes system calls directly is not seen."""
 
-    def __init__(self, allowed_roots: list[Path], candidate_dir: Path | None = None):
+    def __init__(
+        self, allowed_roots: list[Path], candidate_dir: Path | None = None, trusted_code: tuple = ()
+    ):
         self.roots = [str(Path(r).resolve()) for r in allowed_roots] + ["/dev/null", "/dev/nvidia"]
         self.candidate_dir = str(Path(candidate_dir).resolve()) + os.sep if candidate_dir else None
+        # code the candidate may have written: its folder and every folder it may write to (a module it
+        # wrote into its build folder and imported is its code too)
+        self.candidate_dirs = tuple({*(r.rstrip(os.sep) + os.sep for r in self.roots[:-2]),
+                                     *([self.candidate_dir] if self.candidate_dir else [])})  # fmt: skip
+        # file names the candidate gave code objects (compile, exec of a string, code.__new__/replace): a
+        # helper compiled as "/opt/helper.py" read frames freely, found the timing stage's record and
+        # multiplied the reference's time (helper-18, 2026-12-07)
+        self.named: set[str] = set()
+        # the harness's build (`build.LoadInlineWrapper._call`'s code): writes and processes under it are
+        # the build's, not the candidate's; found on the stack by identity, nothing a candidate can switch
+        self.trusted_code = frozenset(trusted_code)
         self.events: list[str] = []
         self.active = False
         self._busy = False
@@ -681,7 +751,7 @@ class SideEffectMonitor:
             writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool(
                 (flags or 0) & _WRITE_FLAGS
             )
-            if writing and not self._allowed(path):
+            if writing and not self._allowed(path) and not self._in_build():
                 self._block(f"tried to write {path}")
         elif event in ("subprocess.Popen", "os.posix_spawn", "os.exec"):
             exe = os.fsdecode(args[0]) if args and args[0] else ""
@@ -691,7 +761,9 @@ class SideEffectMonitor:
             # one the candidate wrote (in its own folders) is no compiler whatever its name
             where = exe if os.sep in exe else (shutil.which(exe) or exe)
             names = {os.path.basename(exe), name} - {""} or {""}
-            if names - _ALLOWED_TOOLS or (os.sep in where and self._allowed(os.path.realpath(where))):
+            if (
+                names - _ALLOWED_TOOLS or (os.sep in where and self._allowed(os.path.realpath(where)))
+            ) and not (self._in_build()):
                 self._block(f"tried to start a process ({exe or name})")
         elif event in ("os.system", "os.fork", "os.forkpty", "pty.spawn"):
             self._block(f"tried {event}")
@@ -705,18 +777,28 @@ class SideEffectMonitor:
             self._block(
                 f"tried to inspect the interpreter (.{args[1]}): frames lead to the evaluator's own objects"
             )
+        elif event in ("compile", "code.__new__") and len(args) > 1 and self._from_candidate(imports=False):
+            name = args[1]
+            if isinstance(name, (str, bytes, os.PathLike)):  # code it made: its file name is the candidate's
+                self.named.add(os.fsdecode(name))
+        elif event in ("marshal.loads", "marshal.load") and self._from_candidate(imports=False):
+            self._block(f"tried {event}: code objects it makes so carry any file name")
 
-    def _from_candidate(self) -> bool:
+    def _from_candidate(self, imports: bool = True) -> bool:
         """Whether the code asking is the candidate's: the nearest caller outside the standard library
-        (and code compiled from strings) is a file in the candidate's directory. torch and triton use
-        frames themselves (lazy CUDA seeding records a stack), which stays allowed."""
+        (and code compiled from strings) is a file in one of the candidate's folders (`candidate_dirs`)
+        or one named by a code object it made (`named`). torch and triton use frames themselves (lazy
+        CUDA seeding records a stack), which stays allowed. `imports=False`: False too where the import
+        system is the nearer caller (it compiles and unmarshals every module it loads)."""
         self._busy = True
         try:
             f = sys._getframe(2)
             while f is not None:
                 name = f.f_code.co_filename
-                if self.candidate_dir and name.startswith(self.candidate_dir):
+                if name.startswith(self.candidate_dirs) or name in self.named:
                     return True
+                if not imports and name.startswith("<frozen importlib"):
+                    return False
                 stdlib = name.startswith(_STDLIB) and "-packages" + os.sep not in name
                 if not (name.startswith("<") or stdlib):
                     return False
@@ -725,14 +807,20 @@ class SideEffectMonitor:
         finally:
             self._busy = False
 
-    @contextlib.contextmanager
-    def paused(self):
-        """Let the evaluator's own code do what a candidate may not (read a traceback's frames, say)."""
-        was, self.active = self.active, False
+    def _in_build(self) -> bool:
+        """Whether the harness's build (`trusted_code`) is on the stack: its writes and compilers."""
+        if not self.trusted_code:
+            return False
+        self._busy = True
         try:
-            yield
+            f = sys._getframe(2)
+            while f is not None:
+                if f.f_code in self.trusted_code:
+                    return True
+                f = f.f_back
+            return False
         finally:
-            self.active = was
+            self._busy = False
 
     def _block(self, what: str) -> None:
         """Record `what` the candidate tried and refuse it: the hook runs before the action, so nothing
@@ -750,6 +838,7 @@ class SideEffectMonitor:
             tuple(self.roots),
             self.candidate_dir,
             self.events,
+            (self.candidate_dirs, self.named, self.trusted_code),
         )
 
     def tampered(self) -> list[str]:
@@ -758,9 +847,10 @@ class SideEffectMonitor:
         the hook then lets everything through), its class, attributes added that shadow its methods,
         its roots or candidate folder, its record of what was blocked replaced; [] for nothing. (That
         record cut short is the caller's to see: a count kept here, the candidate could reset too.)
-        The evaluator's own pauses (`paused`, a build's) end before the candidate runs again."""
+        Nothing of the evaluator's pauses it (a build's writes and compilers are let through by
+        `trusted_code` on the stack) until the evaluation's end."""
         state = vars(self)
-        keys, roots, candidate_dir, events = state.get("_pristine") or (frozenset(), (), None, None)
+        keys, roots, candidate_dir, events, held = state.get("_pristine") or (frozenset(), (), None, None, ())
         found = []
         if type(self) is not SideEffectMonitor:
             found.append("its class")
@@ -772,6 +862,10 @@ class SideEffectMonitor:
             found.append("its allowed folders")
         if state.get("events") is not events:
             found.append("its record")
+        dirs, named, trusted = held or (None, None, None)
+        if (state.get("candidate_dirs") is not dirs or state.get("named") is not named
+                or state.get("trusted_code") is not trusted):  # fmt: skip
+            found.append("what it counts as the candidate's code")
         return found
 
 

@@ -89,6 +89,18 @@ PARITY_REPLAY_FLOOR = {"cuda": 0.25, "cpu": 0.05}
 # theirs, not of its own. At 5 % a replay moves the mean by 5 % at most.
 PARITY_REPLAY_SHARE = 0.05
 
+# reference_speed: the reference's figures in the timing stage, after candidate code ran in this process,
+# against the reference timed alone before the candidate's import (`stages.timing.reference_alone`):
+# slower by more than this factor, and by more than the slack, the candidate left something between its
+# calls that slowed it. A thread spinning on the GIL started after the candidate's last call before
+# timing, and a slow `aten::relu` of its own registered there, each removed in its next call, slowed
+# the reference 8x and 230x on the CPU, unseen by every check run after a call (helper-18, 2026-12-07).
+# The CPU's figures are noisy under load (REPLAY_FLOOR), so its factor is looser; the fastest calls are
+# compared as well as the medians (a slowed reference is slowed in every call).
+REFERENCE_SLOWED = {"cuda": 1.5, "cpu": 2.5}
+REFERENCE_SLOWED_SLACK_MS = {"cuda": 0.02, "cpu": 0.5}
+REFERENCE_ALONE_TRIALS = {"cuda": 5, "cpu": 3}
+
 # ---- the reproducible timing figure (evaluator.timing.time_interleaved). Not strict checks: the fixed
 # numbers of its stopping rule. The tunable ones (target RSE, trial counts, time cap) are EvalSettings
 # fields (repro_*), recorded with every result.

@@ -9,7 +9,6 @@ import sys
 import time
 from pathlib import Path
 
-from kb_agent.evaluator import context
 from kb_agent.evaluator.context import (
     Verdict,
     describe_exception,
@@ -57,6 +56,10 @@ def run(ev) -> None:
     import had the reference built, and pinned, with zeroed weights (helper-15, 2026-12-07)."""
     load_reference(ev)
     construct_reference(ev)
+    if ev.strict:
+        from kb_agent.evaluator.stages.timing import reference_alone
+
+        reference_alone(ev)
     verdict = load_candidate(ev)
     if verdict:
         raise verdict
@@ -137,7 +140,6 @@ def load_candidate(ev) -> Verdict | None:
     Path(ev.candidate_file).write_text(ev.candidate_src)
     if ev.strict:
         arm_strict_checks(ev, backend)
-        wrapper.monitor = ev.monitor
         wrapper.probe = ev.probe = kb_agent.evaluator.kernel_probe.KernelProbe(ev.torch)
     t0 = time.perf_counter()
     verdict = None
@@ -205,11 +207,13 @@ def arm_strict_checks(ev, backend: str) -> None:
     ev.threads_before = {t.ident for t in threading.enumerate()}
     roots = [ev.workdir, ev.build_root, os.environ.get("TRITON_CACHE_DIR", ev.workdir),
              os.environ.get("TMPDIR", ev.workdir)]  # fmt: skip
-    ev.monitor = SideEffectMonitor([Path(r) for r in roots], candidate_dir=ev.workdir)
+    from kb_agent.evaluator.build import LoadInlineWrapper
+
+    ev.monitor = SideEffectMonitor([Path(r) for r in roots], candidate_dir=ev.workdir,
+                                   trusted_code=(LoadInlineWrapper._call.__code__,))  # fmt: skip
     ev.monitor.install()
     # read through the class: an instance attribute may shadow it
     ev.monitor_tampered = SideEffectMonitor.tampered
-    context.set_monitor(ev.monitor)
     # the evaluator's own modules and classes: the child's entry (__main__), the stages, the judge's inputs
     own = {name: mod for name, mod in sys.modules.items() if name in _OWN_MODULES}
     own.update({"Evaluation": type(ev), "Channel": type(ev.chan), "Checks": type(ev.checks),

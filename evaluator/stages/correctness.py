@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 
@@ -11,6 +12,7 @@ from kb_agent.evaluator.result import CorrectnessInfo, Status
 
 def run(ev) -> None:
     from kb_agent.evaluator.compare import compare_outputs
+    from kb_agent.evaluator.strict import dispatched_ops
 
     torch = ev.torch
     ev.chan.send("stage", name="correctness")
@@ -26,8 +28,15 @@ def run(ev) -> None:
         with torch.no_grad():
             try:
                 set_seed(s)
-                expected = ev.ref_model(*ev.clone(inputs))
+                watch = i == 0 and ev.strict and ev.dispatch_guard is not None
+                ops: set[str] = set()
+                with dispatched_ops(ops) if watch else contextlib.nullcontext():
+                    expected = ev.ref_model(*ev.clone(inputs))
                 ev.sync()
+                if (
+                    watch
+                ):  # the reference's own ops are compared after every call of the candidate from now on
+                    ev.dispatch_guard.watch(ops)
             except Exception as e:
                 raise Verdict(Status.RUNTIME_ERROR, "the reference failed on its own inputs (not the "
                               "candidate's fault): " + describe_exception(e, "")) from None  # fmt: skip

@@ -10,12 +10,63 @@ from kb_agent.evaluator.context import record_tampering, set_seed, tensors
 from kb_agent.evaluator.result import TimingInfo
 
 
+def reference_alone(ev) -> None:
+    """Strict mode, in the run child before any candidate code runs (`stages.build.run`): the reference
+    timed alone on the timing stage's inputs (the same seed and draw), a few calls (REFERENCE_ALONE_TRIALS)
+    under the timing stage's protocol (on CUDA KernelBench's synchronized calls after an L2 flush, on the
+    CPU the host clock). `reference_speed` holds the timing stage's figures for the reference to it."""
+    from kb_agent.evaluator import timing
+    from kb_agent.evaluator.thresholds import REFERENCE_ALONE_TRIALS
+
+    kind = ev.device.type
+    set_seed(ev.settings.seed)
+    ref_in = ev.clone(ev.draw_inputs())
+    trials = REFERENCE_ALONE_TRIALS["cuda" if kind == "cuda" else "cpu"]
+    if kind == "cuda":
+        flusher = timing.L2Flusher(ev.device, ev.settings.flush_l2)
+        ms = timing.time_parity(ev.ref_model, ref_in, warmup=1, discard=0, trials=trials, flusher=flusher)
+        del flusher
+    else:
+        ms = timing.time_cpu(ev.ref_model, ref_in, warmup=1, trials=trials)
+    ev.reference_alone = timing.stats(ms)
+    ev.strict_info["reference_alone_ms"] = ms
+
+
+def record_reference_speed(ev, figures: dict) -> None:
+    """`reference_speed`: each of the timing stage's figures for the reference (`figures`: name ->
+    TimingStats) against `ev.reference_alone`, its median and its fastest call both slower by more than
+    REFERENCE_SLOWED and REFERENCE_SLOWED_SLACK_MS fail."""
+    from kb_agent.evaluator.thresholds import REFERENCE_SLOWED, REFERENCE_SLOWED_SLACK_MS
+
+    alone = getattr(ev, "reference_alone", None)
+    if alone is None or not alone.median_ms:
+        return
+    kind = "cuda" if ev.device.type == "cuda" else "cpu"
+    factor, slack = REFERENCE_SLOWED[kind], REFERENCE_SLOWED_SLACK_MS[kind]
+
+    def slowed(now: float, then: float) -> bool:
+        return now > factor * then and now - then > slack
+
+    bad = [f"{name} {f.median_ms:.4f} ms per call (fastest {f.min_ms:.4f})" for name, f in figures.items()
+           if f is not None and slowed(f.median_ms, alone.median_ms) and slowed(f.min_ms, alone.min_ms)]  # fmt: skip
+    ev.strict_info["reference_speed"] = {
+        name: f.median_ms / alone.median_ms for name, f in figures.items() if f
+    }
+    ev.checks.record("reference_speed", not bad,
+                     f"the reference's {'; '.join(bad)} in the timing stage, but {alone.median_ms:.4f} ms "
+                     f"(fastest {alone.min_ms:.4f}) timed alone before the candidate's import: something the "
+                     "candidate left between its calls (a thread, a kernel of its own over the reference's op, a "
+                     "setting) slowed the reference")  # fmt: skip
+
+
 def run(ev) -> None:
     from kb_agent.evaluator import timing
 
     torch, st = ev.torch, ev.settings
     ev.chan.send("stage", name="timing")
     t0 = time.perf_counter()
+    if ev.strict:  # what the candidate's last calls (the kernel probe's, the strict trials') left
+        record_tampering(ev, "before the timing stage")
     set_seed(st.seed)
     # each model times a copy of the drawn set, as every stage gives them (dense tensors of their own, not
     # a get_inputs() that returns an expanded view, one tensor twice, or a problem's cached tensor); the
@@ -54,6 +105,8 @@ def run(ev) -> None:
                                       atol=ev.atol, rtol=ev.rtol, graphs=graphs)  # fmt: skip
         if ev.device.type == "cuda" and st.device_timing:
             device_figure(ev, info, both, repro, flusher, graphs)
+        if ev.strict:
+            record_reference_speed(ev, {"parity": info.reference, "reproducible": info.repro_reference})
         graphs.clear()  # their memory pools, before strict timing draws fresh inputs
         del ref_in, both  # nor the reference's inputs: strict timing times the candidate alone (new_in)
         if ev.strict:

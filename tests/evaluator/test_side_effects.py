@@ -29,3 +29,80 @@ def test_a_refused_process_and_network_use_read_as_tried(tmp_path):
             monitor(event, args)
     monitor.active = False
     assert monitor.events == ["tried os.system", "tried to use the network (socket.connect)"]
+
+
+def _load(path, name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+CANDIDATE = """
+def compile_helper(monitor, filename):
+    monitor("compile", ("def f(): pass", filename))
+
+
+def unmarshal(monitor):
+    monitor("marshal.loads", (b"",))
+
+
+def read_frames(monitor):
+    monitor("sys._getframe", (0,))
+"""
+
+
+def test_code_the_candidate_compiled_under_another_file_name_is_its_own(tmp_path):
+    """helper-18 (2026-12-07): a helper compiled as "/opt/helper.py" read frames freely (the nearest caller
+    outside the standard library was no file of the candidate's) and forged the timing record."""
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "candidate.py").write_text(CANDIDATE)
+    cand = _load(tmp_path / "work" / "candidate.py", "kbtest_candidate")
+    helper: dict = {}
+    exec(compile(CANDIDATE, "/opt/helper.py", "exec"), helper)
+    monitor = SideEffectMonitor([tmp_path / "work"], candidate_dir=tmp_path / "work")
+    monitor.active = True
+    try:
+        helper["read_frames"](monitor)  # not the candidate's, as far as anyone can tell yet
+        cand.compile_helper(monitor, "/opt/helper.py")
+        with pytest.raises(PermissionError, match="inspect the interpreter"):
+            helper["read_frames"](monitor)
+        with pytest.raises(PermissionError, match="marshal.loads"):
+            cand.unmarshal(monitor)
+    finally:
+        monitor.active = False
+    assert monitor.named == {"/opt/helper.py"}
+
+
+def test_a_module_the_candidate_wrote_into_its_build_folder_is_its_own(tmp_path):
+    work, build = tmp_path / "work", tmp_path / "build"
+    work.mkdir(), build.mkdir()
+    (build / "planted.py").write_text(CANDIDATE)
+    planted = _load(build / "planted.py", "kbtest_planted")
+    monitor = SideEffectMonitor([work, build], candidate_dir=work)
+    monitor.active = True
+    try:
+        with pytest.raises(PermissionError, match="inspect the interpreter"):
+            planted.read_frames(monitor)
+    finally:
+        monitor.active = False
+
+
+def _the_harness_build(monitor, path):
+    monitor("open", (path, "w", 0))
+
+
+def test_writes_under_the_harness_build_alone_are_let_through(tmp_path):
+    """The build is let through by its code on the stack, not by a switch (the monitor used to be paused
+    through an attribute of the load_inline wrapper, which any candidate can reach)."""
+    monitor = SideEffectMonitor([tmp_path / "work"], trusted_code=(_the_harness_build.__code__,))
+    monitor.active = True
+    try:
+        _the_harness_build(monitor, "/elsewhere/lib.so")
+        with pytest.raises(PermissionError, match="tried to write /elsewhere/lib.so"):
+            monitor("open", ("/elsewhere/lib.so", "w", 0))
+    finally:
+        monitor.active = False
+    assert not hasattr(monitor, "paused")

@@ -10,6 +10,7 @@ expected: incorrect
 accept: rejected
 device: cpu
 """
+
 import numpy as np
 import torch
 import torch.nn as nn

@@ -12,6 +12,7 @@ expected: rejected
 accept: incorrect
 device: cpu
 """
+
 import torch
 import torch.nn as nn
 import triton
