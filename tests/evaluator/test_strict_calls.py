@@ -219,10 +219,15 @@ class ModelNew(nn.Module):
 _EVALUATOR = 'importlib.import_module("kb_agent" + ".evalu" + "ator.{}")'
 
 # the side-effect monitor switched off through its own state: frames, files and processes then pass
-# unseen; with it, a candidate swapped the reference for a zeros impostor, correct at 27.6x (helper-12)
-SWITCHES_THE_MONITOR_OFF = (
-    f"import importlib\n_ctx = {_EVALUATOR.format('context')}\nif _ctx._MONITOR is not None:\n"
-    "    _ctx._MONITOR._busy = True\n" + HONEST_MODEL
+# unseen; with it, a candidate swapped the reference for a zeros impostor, correct at 27.6x (helper-12).
+# It was reached through a module global of the evaluator's and the load_inline wrapper's attribute, both
+# gone (helper-18): the candidate below fails to import where it finds it either way
+LOOKS_FOR_THE_MONITOR = (
+    f"import importlib\nimport torch.utils.cpp_extension as _ce\n_ctx = {_EVALUATOR.format('context')}\n"
+    '_found = [n for n, o in (("context", _ctx), ("load_inline", _ce.load_inline)) if any(\n'
+    '    type(v).__name__ == "SideEffectMonitor" for v in vars(o).values())]\n'
+    'if _found:\n    raise RuntimeError("the side-effect monitor, through " + ", ".join(_found))\n'
+    + HONEST_MODEL
 )
 # a guarded staticmethod given another function in place: the attribute still names the same wrapper
 # (timing's CUDA events are this class's; the guard of f4590bc checked the function it held, helper-12)
@@ -267,7 +272,7 @@ _dc.asdict = _tenfold
 )
 # the monitor off for one call only (on again before forward returns), long enough to read frames up to
 # the evaluation and put a wrong, slow impostor in the reference's place (helper-13: correct at 5.1x)
-SWAPS_THE_REFERENCE_WITHIN_ONE_CALL = f"""
+SWAPS_THE_REFERENCE_WITHIN_ONE_CALL = """
 import importlib
 import sys
 
@@ -280,17 +285,12 @@ class _Impostor(nn.Module):
 
 
 def _swap():
-    monitor = {_EVALUATOR.format("context")}._MONITOR
-    monitor._busy = True
-    try:
-        f = getattr(sys, "_get" + "frame")(1)
-        while f is not None:
-            if hasattr(f.f_locals.get("ev"), "ref_model"):
-                f.f_locals["ev"].ref_model = _Impostor()
-                return True
-            f = getattr(f, "f_" + "back")
-    finally:
-        monitor._busy = False
+    f = getattr(sys, "_get" + "frame")(1)
+    while f is not None:
+        if hasattr(f.f_locals.get("ev"), "ref_model"):
+            f.f_locals["ev"].ref_model = _Impostor()
+            return True
+        f = getattr(f, "f_" + "back")
 
 
 class ModelNew(nn.Module):
@@ -326,17 +326,33 @@ class ModelNew(nn.Module):
 
 
 @pytest.mark.slow
+def test_the_side_effect_monitor_cannot_be_reached_from_the_evaluators_modules_or_load_inline(tmp_path):
+    settings = EvalSettings(device="cpu")
+    r = evaluate(problem(tmp_path, "return [torch.randn(64, 1024)]"), _helpers.KERNELS + LOOKS_FOR_THE_MONITOR,
+                 settings)  # fmt: skip
+    assert r.status == Status.CORRECT, r.message
+    assert r.strict["checks"]["side_effects"]["passed"]
+
+
+@pytest.mark.slow
+def test_the_reference_swapped_from_a_frame_within_one_call_is_refused(tmp_path):
+    """helper-13 swapped ev.ref_model for an impostor from the frames, the monitor switched off for that
+    call; with the monitor out of reach, reading the frames is refused (and the swap would be pinned)."""
+    r = evaluate(problem(tmp_path, "return [torch.randn(64, 1024)]"),
+                 _helpers.KERNELS + SWAPS_THE_REFERENCE_WITHIN_ONE_CALL, EvalSettings(device="cpu"))  # fmt: skip
+    assert r.status == Status.REJECTED, r.message
+    assert "tried to inspect the interpreter" in r.strict["checks"]["side_effects"]["detail"]
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("source, found", [
     pytest.param(SHADOWS_COPY, "torch.Tensor.copy_", id="a_tensor_method_shadowed"),
     pytest.param(OVERRIDES_NORMAL, "aten::normal_", id="an_aten_kernel_registered_over_torchs"),
     pytest.param(HOOKS_THE_REFERENCE, "global module hooks", id="global_module_hooks"),
     pytest.param(SWAPS_MANUAL_SEEDS_CODE, "torch.manual_seed (its code)", id="a_functions_code_swapped"),
-    pytest.param(SWITCHES_THE_MONITOR_OFF, "the side-effect monitor changed (switched off)", id="monitor_off"),
     pytest.param(REINITS_A_STATICMETHOD, "torch.cuda.Event.__new__ (its code)", id="a_staticmethod_reinit"),
     pytest.param(LOWERS_A_THRESHOLD, "thresholds.REPLAY_FLOOR (its contents)", id="a_threshold_lowered"),
     pytest.param(WRAPS_ASDICT, "dataclasses.asdict", id="the_stdlib_asdict_wrapped"),
-    pytest.param(SWAPS_THE_REFERENCE_WITHIN_ONE_CALL, "the evaluator's own objects changed (ev.ref_model)",
-                 id="the_reference_swapped_within_one_call"),
     pytest.param(HOOKS_THE_FIRST_REFERENCE_CALL, "global module hooks (_global_forward_pre_hooks) (after its import)",
                  id="a_global_hook_removed_in_the_first_forward"),
 ])  # fmt: skip
