@@ -10,7 +10,6 @@ expected: incorrect
 accept: rejected
 device: cpu
 """
-
 import numpy as np
 import torch
 import torch.nn as nn

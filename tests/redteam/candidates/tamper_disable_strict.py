@@ -10,7 +10,6 @@ problem: toy/relu
 expected: rejected
 device: cpu
 """
-
 import sys
 
 import torch
@@ -32,11 +31,7 @@ def _disarm():
                         v.strict = False
                 except Exception:
                     pass
-            if (
-                isinstance(obj, dict)
-                and isinstance(obj.get("settings"), dict)
-                and "strict" in obj["settings"]
-            ):
+            if isinstance(obj, dict) and isinstance(obj.get("settings"), dict) and "strict" in obj["settings"]:
                 obj["settings"]["strict"] = False
         f = f.f_back
 

