@@ -50,7 +50,9 @@ def interference(ev) -> str:
     modes (between the candidate's calls the harness pushes none; a mode that zeroed `torch.sub` passed an
     all-zeros ReLU), its own kernels for the aten ops the harness uses (`strict.DispatchGuard`), global
     module hooks (`global_module_hooks`), torch's process-wide settings changed (`strict.process_settings`),
-    and the evaluation's own objects or the reference's state changed (`strict.PinnedState`)."""
+    the evaluation's own objects or the reference's state changed (`strict.PinnedState`), and threads it
+    started still running."""
+    from kb_agent.evaluator.strict import live_threads
     from torch.overrides import _get_current_function_mode_stack
     from torch.utils._device import DeviceContext
 
@@ -84,6 +86,11 @@ def interference(ev) -> str:
             found.append(f"torch's process settings changed ({', '.join(changed[:4])})")
     if (pinned := getattr(ev, "pinned", None)) is not None and (moved := pinned.moved(ev)):
         found.append(f"the evaluator's own objects changed ({', '.join(moved[:4])})")
+    if ev.threads_before and (threads := live_threads(ev.threads_before)):
+        # a thread of the candidate's alive between its calls runs beside the reference and the harness:
+        # one waited for the timing stage's draw, then slowed one call of the reference by 2 s
+        # (helper-19, 2026-12-07); `threads` held only those left at the end
+        found.append(f"threads of its own running ({', '.join(threads[:4])})")
     return "; ".join(found)
 
 

@@ -931,11 +931,22 @@ _PARTS = {
 
 def _absorber(result: EvalResult, child: str):
     """`_absorb` into `result` for the build or the run child (`child`: "build", "run")."""
-    return lambda msg: _absorb(result, msg, child)
+    sealed: dict[str, dict] = {}
+    return lambda msg: _absorb(result, msg, child, sealed)
 
 
-def _absorb(result: EvalResult, msg: dict, child: str = "run") -> None:
+def _absorb(result: EvalResult, msg: dict, child: str = "run", sealed: dict | None = None) -> None:
     event = msg["event"]
+    sealed = {} if sealed is None else sealed
+    if event == "sealed":  # a parity figure as measured (`stages.timing.seal`): one per model, or none counts
+        model = str(msg.get("model"))
+        sealed[model] = None if model in sealed else json.dumps(msg.get("stats"), sort_keys=True)
+        return
+    if event == "strict" and (changed := _unsealed(result, sealed)):
+        checks = msg["strict"].setdefault("checks", {})
+        checks["tampering"] = {"passed": False, "detail": (
+            f"the timing record's parity figure of the {' and the '.join(changed)} changed after it was "
+            "measured and sent: something in the candidate's process rewrote it")}  # fmt: skip
     if event in _PARTS:
         attr, cls = _PARTS[event]
         earlier = result.compile.builds if child == "run" else []  # the build child's, if it ran
@@ -948,6 +959,17 @@ def _absorb(result: EvalResult, msg: dict, child: str = "run") -> None:
         result.strict = msg["strict"]
     elif event == "profile_error":
         log.info("profiling failed: %s", msg.get("message"))
+
+
+def _unsealed(result: EvalResult, sealed: dict) -> list[str]:
+    """The models whose parity figure in the timing record differs from the one sealed when measured, or
+    was sealed more than once (a second seal is no figure the stage sent)."""
+    timing = result.timing
+    if timing is None:
+        return []
+    now = {"reference": timing.reference, "candidate": timing.candidate}
+    return [m for m, stats in sealed.items()
+            if stats is None or now.get(m) is None or json.dumps(dataclasses.asdict(now[m]), sort_keys=True) != stats]  # fmt: skip
 
 
 def check_problem(problem: Problem, settings: EvalSettings) -> dict:

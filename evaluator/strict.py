@@ -704,6 +704,9 @@ _SECRET_PATH = re.compile(r"/proc/(\d+|self)/environ|/\.ssh/|/\.aws/|\.netrc|\.g
 _INTROSPECTION = {"sys._getframe", "sys._current_frames", "gc.get_objects", "gc.get_referrers",
                   "gc.get_referents", "sys.setprofile", "sys.settrace", "sys._getframemodulename"}  # fmt: skip
 _STDLIB = sysconfig.get_paths()["stdlib"]
+# standard library modules that hand frames (or their contents) back to their caller
+_FRAME_GIVERS = frozenset({"inspect", "traceback", "pdb", "bdb", "trace", "profile", "cProfile", "cgitb", "code",
+                           "doctest", "tracemalloc", "faulthandler", "threading", "sys"})  # fmt: skip
 _FRAME_ATTRS = {"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back", "f_locals", "f_globals"}
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
@@ -769,7 +772,7 @@ class SideEffectMonitor:
             self._block(f"tried {event}")
         elif event in ("socket.connect", "socket.bind", "socket.sendto", "socket.getaddrinfo"):
             self._block(f"tried to use the network ({event})")
-        elif event in _INTROSPECTION and self._from_candidate():
+        elif event in _INTROSPECTION and not self._stdlib_bookkeeping(event) and self._from_candidate():
             self._block(f"tried to inspect the interpreter ({event}): frames and the garbage collector lead to the "
                         "evaluator's own objects")  # fmt: skip
         elif (event == "object.__getattr__" and len(args) > 1 and args[1] in _FRAME_ATTRS
@@ -806,6 +809,29 @@ class SideEffectMonitor:
             return False
         finally:
             self._busy = False
+
+    def _stdlib_bookkeeping(self, event: str) -> bool:
+        """Whether `event` is the standard library reading its caller's module name for itself:
+        `sys._getframemodulename` (a name, no frame), or `sys._getframe` called directly from a standard
+        library module that hands no frame back (collections.namedtuple, typing.TypeVar and NamedTuple,
+        enum, logging set `__module__` so). An honest kernel defining a namedtuple was rejected
+        (helper-19, 2026-12-07); `inspect`, `traceback` and the debuggers return frames and stay refused."""
+        if event == "sys._getframemodulename":
+            return True
+        if event != "sys._getframe":
+            return False
+        self._busy = True
+        try:
+            name = sys._getframe(2).f_code.co_filename  # the frame that asked (0 is this, 1 `__call__`)
+        except ValueError:
+            return False
+        finally:
+            self._busy = False
+        return (
+            name.startswith(_STDLIB)
+            and "-packages" + os.sep not in name
+            and (os.path.splitext(os.path.basename(name))[0] not in _FRAME_GIVERS)
+        )
 
     def _in_build(self) -> bool:
         """Whether the harness's build (`trusted_code`) is on the stack: its writes and compilers."""

@@ -106,3 +106,32 @@ def test_writes_under_the_harness_build_alone_are_let_through(tmp_path):
     finally:
         monitor.active = False
     assert not hasattr(monitor, "paused")
+
+
+def test_the_standard_librarys_own_caller_lookups_are_no_frame_reading(tmp_path):
+    """helper-19 (2026-12-07): an honest kernel defining a namedtuple or a TypeVar at import was rejected,
+    since both read their caller's module name through sys._getframe(1); `inspect` still may not."""
+    import collections
+    import inspect
+    import typing
+
+    (tmp_path / "candidate.py").write_text(
+        "import collections, inspect, typing\n"
+        "def define(monitor):\n"
+        "    return collections.namedtuple('Launch', 'grid block'), typing.TypeVar('T')\n"
+        "def frame(monitor):\n"
+        "    return inspect.currentframe()\n"
+    )
+    cand = _load(tmp_path / "candidate.py", "kbtest_candidate_stdlib")
+    monitor = SideEffectMonitor([tmp_path], candidate_dir=tmp_path)
+    import sys
+
+    sys.addaudithook(monitor)  # for good: an inactive monitor lets everything through
+    monitor.active = True
+    try:
+        launch, _ = cand.define(monitor)
+        with pytest.raises(PermissionError, match="inspect the interpreter"):
+            cand.frame(monitor)
+    finally:
+        monitor.active = False
+    assert launch.__module__ == "kbtest_candidate_stdlib" and collections and inspect and typing
