@@ -86,7 +86,7 @@ def interference(ev) -> str:
             found.append(f"torch's process settings changed ({', '.join(changed[:4])})")
     if (pinned := getattr(ev, "pinned", None)) is not None and (moved := pinned.moved(ev)):
         found.append(f"the evaluator's own objects changed ({', '.join(moved[:4])})")
-    if ev.threads_before and (threads := live_threads(ev.threads_before)):
+    if (before := getattr(ev, "threads_before", None)) and (threads := live_threads(before)):
         # a thread of the candidate's alive between its calls runs beside the reference and the harness:
         # one waited for the timing stage's draw, then slowed one call of the reference by 2 s
         # (helper-19, 2026-12-07); `threads` held only those left at the end
