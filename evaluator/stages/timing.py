@@ -33,9 +33,9 @@ def reference_alone(ev) -> None:
 
 
 def record_reference_speed(ev, figures: dict) -> None:
-    """`reference_speed`: each of the timing stage's figures for the reference (`figures`: name ->
-    TimingStats) against `ev.reference_alone`, its median and its fastest call both slower by more than
-    REFERENCE_SLOWED and REFERENCE_SLOWED_SLACK_MS fail."""
+    """`reference_speed` (on a GPU; data alone on the CPU): each of the timing stage's figures for the
+    reference (`figures`: name -> TimingStats) against `ev.reference_alone`, its median and its fastest
+    call both slower by more than REFERENCE_SLOWED and REFERENCE_SLOWED_SLACK_MS fail."""
     from kb_agent.evaluator.thresholds import REFERENCE_SLOWED, REFERENCE_SLOWED_SLACK_MS
 
     alone = getattr(ev, "reference_alone", None)
@@ -52,11 +52,34 @@ def record_reference_speed(ev, figures: dict) -> None:
     ev.strict_info["reference_speed"] = {
         name: f.median_ms / alone.median_ms for name, f in figures.items() if f
     }
+    if kind == "cpu":
+        # data alone on the CPU: other processes' load there slowed an honest evaluation's reference from
+        # 0.011 to 8 ms per call in .ci/run (2026-12-07); the ways found to slow it between the candidate's
+        # calls (a thread, a kernel of its own) fail `tampering` at the timing stage's start
+        ev.strict_info["reference_speed_failed"] = bool(bad)
+        return
+    why = (
+        "something the candidate left between its calls (a thread, a kernel of its own over the reference's "
+        "op, a setting) slowed the reference"
+    )
+    if _default_device_mode_on():
+        # torch.set_default_device's mode runs every torch call of the process through Python, the
+        # reference's too (toy relu on the CPU: 0.011 -> 8 ms per call), which KernelBench, timing the
+        # reference in a process of its own, never sees
+        why = (
+            "torch.set_default_device's mode, left on by the candidate, slows every torch call in the "
+            "process, the reference's too: pass device= to the tensors it creates instead"
+        )
     ev.checks.record("reference_speed", not bad,
                      f"the reference's {'; '.join(bad)} in the timing stage, but {alone.median_ms:.4f} ms "
-                     f"(fastest {alone.min_ms:.4f}) timed alone before the candidate's import: something the "
-                     "candidate left between its calls (a thread, a kernel of its own over the reference's op, a "
-                     "setting) slowed the reference")  # fmt: skip
+                     f"(fastest {alone.min_ms:.4f}) timed alone before the candidate's import: {why}")  # fmt: skip
+
+
+def _default_device_mode_on() -> bool:
+    from torch.overrides import _get_current_function_mode_stack
+    from torch.utils._device import DeviceContext
+
+    return any(type(m) is DeviceContext for m in _get_current_function_mode_stack())
 
 
 def seal(ev, model: str, stats) -> None:
