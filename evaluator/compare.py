@@ -23,6 +23,7 @@ FAST_CHUNK_ELEMENTS = 1 << 25
 # bound at import, which the worker does before the candidate's code runs: a candidate that replaces
 # torch.allclose does not change the verdict (strict mode also reports the replacement)
 _allclose = torch.allclose
+_equal = torch.equal  # (the exact-output shortcut's; likewise)
 _vector_norm = torch.linalg.vector_norm  # (strict mode's relative error; likewise)
 
 
@@ -90,24 +91,55 @@ def _allclose_or_false(e: torch.Tensor, a: torch.Tensor, atol: float, rtol: floa
         return False
 
 
+def _identical_pass(e: torch.Tensor, a: torch.Tensor, result: TrialResult) -> bool:
+    """The exact case, cheaper than `_margin_pass`: True, with the statistics of a passing trial (all
+    differences 0, no NaN or infinity, no mismatch), when both floating-point outputs hold the same
+    dtype and equal, finite elements; otherwise False, `result` unchanged. Equal finite elements pass
+    allclose at any tolerance, so the verdict is KernelBench's.
+
+    Chunk by chunk (`flat_chunks`, FAST_CHUNK_ELEMENTS at a time): `torch.equal` (bound at import),
+    which stops at the first chunk that differs, so a kernel whose outputs are not exact (most that
+    compute a transcendental) loses one chunk's test; then the chunks' extremes (`aminmax`), read
+    once at the end, for finiteness (`torch.equal` also answers True for a tensor and itself, NaN
+    included). About 4 reads or writes of an output per element against `_margin_pass`'s 13; exact
+    outputs are common in KernelBench level 1 (ReLU, Hardtanh, min/max/argmax reductions, copies)."""
+    if e.dtype != a.dtype or not e.is_floating_point() or e.device != a.device:
+        return False
+    extremes = []
+    for _, ec, ac in flat_chunks(e, a, FAST_CHUNK_ELEMENTS):
+        if not _equal(ec, ac):
+            return False
+        extremes.append(torch.stack(torch.aminmax(ec)))
+    if not extremes or not bool(torch.stack(extremes).isfinite().all()):
+        return False
+    result.max_abs_diff = result.mean_abs_diff = result.max_rel_diff = 0.0
+    result.mismatched, result.mismatch_fraction, result.first_mismatches = 0, 0.0, []
+    result.nan_expected = result.inf_expected = result.nan_actual = result.inf_actual = 0
+    return True
+
+
 def _margin_pass(e: torch.Tensor, a: torch.Tensor, atol: float, rtol: float, result: TrialResult) -> bool:
     """The common case in one cheap sweep: True, with the statistics of a passing trial filled in (no
     NaN or infinity, no mismatch), when every element is within half of allclose's bound,
     |a - e| <= atol/2 + rtol/2 * |a|; otherwise False, `result` unchanged, and the caller decides with
     torch.allclose itself.
 
-    Why the verdict is KernelBench's: the test is computed as max(|a - e| - rtol/2 * |a|) <= atol/2 in
-    the outputs' own float32/float64, so rounding moves each side by a few units in the last place,
-    far less than the factor of two to allclose's own bound (atol + rtol * |a|, computed by torch in
-    the same dtype); a NaN or infinity on either side makes the difference NaN or infinite, which fails
-    the test. So this never passes a trial allclose fails; a trial with elements between half the
-    bound and the bound goes on to the exact tests. Only for the same float32/float64 dtypes (half
-    precision rounds its bound coarsely, and a mixed pair fails in allclose anyway).
+    Why the verdict is KernelBench's: the test is computed in the outputs' own float32/float64, so
+    rounding moves each side by a few units in the last place, far less than the factor of two to
+    allclose's own bound (atol + rtol * |a|, computed by torch in the same dtype); a NaN or infinity on
+    either side makes the difference NaN or infinite, which fails the test. So this never passes a
+    trial allclose fails; a trial with elements between half the bound and the bound goes on to the
+    exact tests. Only for the same float32/float64 dtypes (half precision rounds its bound coarsely,
+    and a mixed pair fails in allclose anyway).
 
-    Each chunk (`flat_chunks`, FAST_CHUNK_ELEMENTS at a time) costs about ten elementwise passes in two
-    reused buffers of the outputs' dtype and no host sync; the reductions are read once at the end. On
-    an H200, a 1.6e9-element float32 output (KernelBench 1/19) compares in 0.043 s this way, 0.18 s
-    through the allclose path (`tests/bench/bench_compare.py`, 2026-12-04)."""
+    The sweep (`flat_chunks`, FAST_CHUNK_ELEMENTS at a time, in two reused buffers of the outputs'
+    dtype, no host sync) takes the signed difference d = a - e and reads it for max |d| (`aminmax`),
+    sum |d| (a float64 1-norm) and max |d| / max(|e|, 1e-12): about 13 reads or writes of an output
+    per element. Where max |d| <= atol/2 that decides (the rtol term only widens the bound); only
+    otherwise does a second sweep test max(|d| - rtol/2 * |a|) <= atol/2, about 9 more. The one sweep
+    of 2026-12-04 took that test every time, about 24 reads or writes per element: 0.057 s per
+    1.6e9-element float32 comparison (KernelBench 1/19) on an H100, 26 of them per strict evaluation
+    (`tests/bench/profile_stages.py`); `tests/bench/bench_compare.py` times both."""
     if e.dtype != a.dtype or e.dtype not in (torch.float32, torch.float64) or e.device != a.device:
         return False
     if not (math.isfinite(atol) and math.isfinite(rtol) and atol >= 0 and rtol >= 0):
@@ -117,31 +149,45 @@ def _margin_pass(e: torch.Tensor, a: torch.Tensor, atol: float, rtol: float, res
     if max(atol, rtol) > torch.finfo(e.dtype).max:
         return False
     diff = work = torch.empty(0, dtype=e.dtype, device=e.device)
-    excess, maxes, sums, rels = [], [], [], []
+    extremes, sums = [], []
     for _, ec, ac in flat_chunks(e, a, FAST_CHUNK_ELEMENTS):
         if diff.numel() < ec.numel():  # a slab of a non-contiguous output may be longer than a chunk
             diff, work = (torch.empty(ec.numel(), dtype=e.dtype, device=e.device) for _ in range(2))
+        d, w = diff[: ec.numel()], work[: ec.numel()]
+        torch.sub(ac, ec, out=d)  # NaN or infinite where either side is not finite
+        extremes.append(torch.stack(torch.aminmax(d)))
+        sums.append(_vector_norm(d, 1, dtype=torch.float64))
+        torch.abs(ec, out=w)
+        w.clamp_min_(1e-12)
+        torch.div(d, w, out=w)
+        extremes.append(torch.stack(torch.aminmax(w)))
+    if not extremes:
+        return False
+    extremes = torch.stack(extremes).abs().amax(dim=1).to(torch.float64)  # max |d|, max rel, alternately
+    read = torch.stack([extremes[0::2].max(), torch.stack(sums).sum(), extremes[1::2].max()])
+    max_diff, sum_diff, max_rel = read.tolist()
+    if not max_diff <= atol / 2 and not _within_half_bound(e, a, atol, rtol, diff, work):  # NaN included
+        return False
+    if not _set_passing_stats(result, max_diff, sum_diff, max_rel):
+        return False
+    result.nan_expected = result.inf_expected = result.nan_actual = result.inf_actual = 0
+    return True
+
+
+def _within_half_bound(
+    e: torch.Tensor, a: torch.Tensor, atol: float, rtol: float, diff: torch.Tensor, work: torch.Tensor
+) -> bool:
+    """`_margin_pass`'s second sweep: max(|a - e| - rtol/2 * |a|) <= atol/2 over the outputs (False
+    where that is NaN), in `diff` and `work`, buffers of the outputs' dtype at least a chunk long."""
+    excess = []
+    for _, ec, ac in flat_chunks(e, a, FAST_CHUNK_ELEMENTS):
         d, w = diff[: ec.numel()], work[: ec.numel()]
         torch.sub(ac, ec, out=d)
         d.abs_()
         torch.abs(ac, out=w)
         torch.add(d, w, alpha=-rtol / 2, out=w)  # |a - e| - rtol/2 * |a|: NaN where either is not finite
         excess.append(w.max())
-        maxes.append(d.max())
-        sums.append(d.sum(dtype=torch.float64))
-        torch.abs(ec, out=w)
-        w.clamp_min_(1e-12)
-        torch.div(d, w, out=w)
-        rels.append(w.max())
-    worst, max_diff, max_rel = (torch.stack(x).max().to(torch.float64) for x in (excess, maxes, rels))
-    read = torch.stack([worst, max_diff, torch.stack(sums).sum(), max_rel])
-    worst, max_diff, sum_diff, max_rel = read.tolist()
-    if not worst <= atol / 2:  # NaN included
-        return False
-    if not _set_passing_stats(result, max_diff, sum_diff, max_rel):
-        return False
-    result.nan_expected = result.inf_expected = result.nan_actual = result.inf_actual = 0
-    return True
+    return float(torch.stack(excess).max()) <= atol / 2
 
 
 def _set_passing_stats(result: TrialResult, max_diff: float, sum_diff: float, max_rel: float) -> bool:
@@ -296,7 +342,7 @@ def compare_tensors(
             result.passed, result.problem = False, "device"
             return result
         a = a.to(e.device)
-    if result.numel and _margin_pass(e, a, atol, rtol, result):  # the common case: no counts to take
+    if result.numel and (_identical_pass(e, a, result) or _margin_pass(e, a, atol, rtol, result)):
         result.passed = True
         return result
     if e.is_floating_point() or e.is_complex():

@@ -623,20 +623,22 @@ def dispatched_ops(ops: set[str]):
 
 
 def _harness_ops(torch) -> set[str]:
-    """Names of the aten ops (with overload) that a passing and a failing comparison, the strict trials'
-    relative error (both of its paths), a finiteness test, an equality test, torch's random draws, a
+    """Names of the aten ops (with overload) that an exact, a passing and a failing comparison, the strict
+    trials' relative error (both of its paths), a finiteness test, an equality test, torch's random draws, a
     copy and a clone dispatch on the CPU."""
     from kb_agent.evaluator.compare import compare_outputs, relative_error
 
     ops: set[str] = set()
     a = torch.linspace(-1.0, 1.0, 64).reshape(8, 8)
     with torch.no_grad(), dispatched_ops(ops):
+        compare_outputs(a, a.clone(), 1e-4, 1e-4, 0, 0)
         compare_outputs(a, a + 1e-7, 1e-4, 1e-4, 0, 0)
         compare_outputs(a, a + 1.0, 1e-4, 1e-4, 0, 0)
         (
             relative_error(a, a + 1.0),
             relative_error(a, a.int()),
             torch.isfinite(a).all(),
+            torch.eq(a, a).all(),  # what torch.equal runs on CUDA (on the CPU it is one kernel)
             same_values(torch, a, a),
             all_same_values(torch, [(a, a), (a, a + 1.0)], batched=True),
         )

@@ -5,6 +5,7 @@
 The reference output is ReLU of a standard normal (KernelBench 1/19's output, 1.6e9 float32 elements by
 default); the candidate outputs are, per case:
 
+    pass_exact      a copy of the reference: `compare._identical_pass` decides
     pass_noise      the reference plus 1e-6 on every 7th element: `compare._margin_pass` decides
     pass_near       every element 0.75 of allclose's bound away: past the one-sweep shortcut, so
                     torch.allclose per chunk and the cheap statistics decide (`_passing_stats`)
@@ -55,7 +56,7 @@ def main() -> None:
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     g = torch.Generator(device=device).manual_seed(0)
     expected = torch.randn(shape, device=device, generator=g).relu_()
-    cases = {}
+    cases = {"pass_exact": expected.clone()}
     noisy = expected.clone()
     noisy.view(-1)[::7] += 1e-6
     cases["pass_noise"] = noisy

@@ -134,6 +134,57 @@ def test_the_one_sweep_shortcut_gives_the_statistics_of_the_full_account(monkeyp
     assert compare_outputs(e, near, 1e-2, 1e-2, 0, 0).passed
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+def test_exact_outputs_pass_on_the_equality_shortcut_with_the_full_accounts_statistics(monkeypatch, dtype):
+    monkeypatch.setattr(compare, "FAST_CHUNK_ELEMENTS", 7)
+    e = torch.randn(41, 23, generator=torch.Generator().manual_seed(8)).to(dtype)
+    e[0, 0] = -0.0
+    a = e.clone()
+    a[0, 0] = 0.0  # -0.0 equals 0.0
+    for ew, aw in ((e, a), (e.t(), a.t())):  # contiguous, and transposed (slabs)
+        fast = compare.TrialResult(trial=0, seed=0, passed=False, numel=ew.numel())
+        assert compare._identical_pass(ew, aw, fast)
+        full = compare.TrialResult(trial=0, seed=0, passed=False, numel=ew.numel())
+        assert compare._chunked_stats(ew, aw, 1e-2, 1e-2, full)[0]
+        for field in ("max_abs_diff", "mean_abs_diff", "max_rel_diff", "mismatched", "first_mismatches"):
+            assert getattr(fast, field) == getattr(full, field), field
+        assert (fast.nan_expected, fast.inf_actual) == (0, 0)
+
+
+def test_the_equality_shortcut_leaves_non_finite_late_and_mixed_differences_to_the_others(monkeypatch):
+    monkeypatch.setattr(compare, "FAST_CHUNK_ELEMENTS", 7)
+    e = torch.randn(50, generator=torch.Generator().manual_seed(9))
+    late = e.clone()
+    late[-1] += 1.0  # only the last chunk differs
+    nan = e.clone()
+    nan[30] = float("nan")
+    inf = e.clone()
+    inf[3] = float("inf")
+    cases = [(e, late, False), (nan, nan, False), (inf, inf.clone(), True), (e, e.double(), False),
+             (e.int(), e.int(), True)]  # fmt: skip
+    for ew, aw, kernelbench in cases:
+        r = compare.TrialResult(trial=0, seed=0, passed=False, numel=ew.numel())
+        assert not compare._identical_pass(ew, aw, r) and r.max_abs_diff is None
+        # a candidate returning the reference's own NaN-holding tensor still fails, as in KernelBench
+        assert compare_outputs(ew, aw, 1e-2, 1e-2, 0, 0).passed == kernelbench
+
+
+def test_the_second_sweep_passes_differences_past_atol_within_half_of_rtols_bound():
+    """Large outputs: max |a - e| is past atol/2, so `_margin_pass`'s second sweep decides, with the
+    rtol term; its statistics are still the full account's."""
+    g = torch.Generator().manual_seed(10)
+    e = 100.0 + torch.rand(300, generator=g)
+    a = e + 0.3 * 1e-2 * e.abs() * torch.rand(300, generator=g)
+    fast = compare.TrialResult(trial=0, seed=0, passed=False, numel=e.numel())
+    assert compare._margin_pass(e, a, 1e-2, 1e-2, fast) and fast.max_abs_diff > 1e-2 / 2
+    full = compare.TrialResult(trial=0, seed=0, passed=False, numel=e.numel())
+    assert compare._chunked_stats(e, a, 1e-2, 1e-2, full)[0]
+    for field in ("max_abs_diff", "mean_abs_diff", "max_rel_diff"):
+        assert getattr(fast, field) == pytest.approx(getattr(full, field), rel=1e-5), field
+    r = compare.TrialResult(trial=0, seed=0, passed=False, numel=e.numel())
+    assert not compare._margin_pass(e, e + 0.6 * 1e-2 * e.abs(), 1e-2, 1e-2, r) and r.max_abs_diff is None
+
+
 def test_relative_error_over_chunks_and_outputs(monkeypatch):
     monkeypatch.setattr(compare, "CHUNK_ELEMENTS", 7)
     g = torch.Generator().manual_seed(6)

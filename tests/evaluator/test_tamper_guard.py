@@ -102,6 +102,32 @@ print(guard.changed())  # ...and is named
     assert "aten::linalg_vector_norm" in out.stdout
 
 
+def test_kernels_registered_over_the_exact_comparisons_ops_are_found():
+    """The exact-output shortcut (`compare._identical_pass`) passes a trial on `aten::equal` (on CUDA,
+    `aten::eq` and `aten::all`) and the extremes `aten::aminmax` finds: a candidate's kernel over one of
+    them, answering True or finite bounds, would pass wrong or NaN outputs. All are in the dispatch
+    guard's snapshot."""
+    import subprocess
+    import sys
+
+    code = """
+import torch
+from kb_agent.evaluator.strict import DispatchGuard
+guard = DispatchGuard(torch)
+assert guard.changed() == []
+lib = torch.library.Library("aten", "IMPL")
+lib.impl("equal", lambda x, y: True, "CPU")
+lib.impl("aminmax", lambda x, **k: (torch.zeros(()), torch.zeros(())), "CPU")
+lib.impl("eq.Tensor", lambda x, y: torch.ones(x.shape, dtype=torch.bool), "CPU")
+lib.impl("all", lambda x: torch.ones((), dtype=torch.bool), "CPU")
+print(sorted(guard.changed()))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    for op in ("aten::equal", "aten::aminmax", "aten::eq.Tensor", "aten::all"):
+        assert op in out.stdout, op
+
+
 def test_changes_in_place_that_keep_every_attribute_the_same_object_are_named():
     """helper-12 (2026-12-07): a staticmethod or classmethod given another function in place, a partial
     re-pointed, keyword defaults changed in their dict, a guarded attribute deleted, a guarded module's
