@@ -91,4 +91,8 @@ def test_the_device_figure_comes_from_the_reproducible_figures_pairs_unless_that
     alone = run("cuda_relu", "toy/relu", repro_timing=False)
     assert alone.status == Status.CORRECT, alone.message
     assert alone.timing.repro_method is None and alone.timing.settings["device"]["min_trials"] == 20
-    assert alone.timing.device_method == "cuda_graph_replay" and alone.timing.device_speedup > 0
+    # cuda_relu launches on the legacy default stream (`<<<grid, block>>>`), which a CUDA graph capture
+    # would miss, so it is never captured (`timing._capture`; the H100 run of 2026-12-07 expected a graph
+    # here and failed): events both ways
+    assert alone.timing.device_method == t.device_method == "back_to_back_events"
+    assert alone.timing.device_speedup > 0
