@@ -470,6 +470,8 @@ def _squared_norms(pairs: list, fast: bool) -> tuple[float, float]:
                 e64 = ec.to(f64)
                 nums.append(_vector_norm(ac.to(f64) - e64))
                 dens.append(_vector_norm(e64))
+    if not nums:  # every output empty
+        return 0.0, 0.0
     norms = torch.stack([torch.stack(nums), torch.stack(dens)]).square().sum(dim=1)
     num, den = norms.tolist()
     return num, den

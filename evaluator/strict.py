@@ -586,19 +586,31 @@ class DispatchGuard:
         # every aten op's, for `changed_anywhere`
         self.every = {op: torch_mod._C._dispatch_dump(op) for op in torch_mod._C._dispatch_get_all_op_names()
                       if op.startswith("aten::")}  # fmt: skip
+        self.keys = _dispatch_keys(torch_mod)
+        self.py_kernels = {op: _py_kernels(torch_mod, op) for op in self.snapshot}
 
     def watch(self, ops: set[str]) -> None:
         """Compare `ops` too in every `changed()` from now on, against their kernels before the candidate's
         import: the reference's own (`dispatched_ops` of its first call). An `aten::relu` of the
         candidate's registered at the end of each forward, and removed inside the reference's next call,
         made the reference compute the candidate's wrong values and passed (helper-18, 2026-12-07)."""
-        self.snapshot.update(
-            {op: self.every[op] for op in ops if op in self.every and op not in self.snapshot}
-        )
+        new = [op for op in ops if op in self.every and op not in self.snapshot]
+        self.snapshot.update({op: self.every[op] for op in new})
+        self.py_kernels.update({op: _py_kernels(self.torch, op) for op in new})
 
     def changed(self) -> list[str]:
+        """The watched ops whose dispatcher kernels or Python kernels (`OpOverload.py_kernels`) differ
+        from the snapshot, and "dispatch keys ..." where this thread's local dispatch key sets do: the
+        Python dispatcher switched on (`torch._C._EnablePythonDispatcher`) runs Python kernels that the
+        dispatcher's table does not show, for any op; a candidate that left it on between its calls
+        with its own `aten::equal` and `aten::sub` passed a wrong ReLU (helper-20, 2026-12-07)."""
         dump = self.torch._C._dispatch_dump
-        return [op for op, text in self.snapshot.items() if dump(op) != text]
+        found = [op for op, text in self.snapshot.items() if dump(op) != text]
+        found += [f"{op} (Python kernels)" for op, kernels in self.py_kernels.items()
+                  if _py_kernels(self.torch, op) != kernels and op not in found]  # fmt: skip
+        if (keys := _dispatch_keys(self.torch)) != self.keys:
+            found.append(f"dispatch keys (this thread's included/excluded {self.keys} -> {keys})")
+        return found
 
     def changed_anywhere(self) -> list[str]:
         """`changed` over every aten op (3,100; about 50 ms on a 2-core CPU, so made after the candidate's
@@ -606,6 +618,25 @@ class DispatchGuard:
         `aten::relu` slowed it 650x, and could have changed what it computes (helper-17, 2026-12-07)."""
         dump = self.torch._C._dispatch_dump
         return [op for op, text in self.every.items() if dump(op) != text]
+
+
+def _dispatch_keys(torch_mod) -> tuple[str, str]:
+    """This thread's local dispatch key sets (included, excluded), as text: torch.no_grad leaves them
+    as they are; the Python dispatcher, autocast, inference mode and functorch's transforms do not."""
+    return (str(torch_mod._C._dispatch_tls_local_include_set()),
+            str(torch_mod._C._dispatch_tls_local_exclude_set()))  # fmt: skip
+
+
+def _py_kernels(torch_mod, op: str) -> tuple:
+    """The Python kernels (`OpOverload.py_kernels`: dispatch key -> function, by identity) of one op,
+    named as `_dispatch_dump` takes it ("aten::sub.Tensor"); () where torch.ops has no such overload."""
+    namespace, _, name = op.partition("::")
+    name, _, overload = name.partition(".")
+    try:
+        kernels = getattr(getattr(getattr(torch_mod.ops, namespace), name), overload or "default").py_kernels
+    except (AttributeError, RuntimeError):
+        return ()
+    return tuple((key, id(fn)) for key, fn in kernels.items())
 
 
 def dispatched_ops(ops: set[str]):
@@ -623,17 +654,21 @@ def dispatched_ops(ops: set[str]):
 
 
 def _harness_ops(torch) -> set[str]:
-    """Names of the aten ops (with overload) that an exact, a passing and a failing comparison, the strict
-    trials' relative error (both of its paths), a finiteness test, an equality test, torch's random draws, a
-    copy and a clone dispatch on the CPU."""
+    """Names of the aten ops (with overload) that an exact, a passing and a failing comparison (of each
+    layout and dtype in `_comparison_layouts`), the strict trials' relative error (both of its paths), a
+    finiteness test, an equality test, torch's random draws, a copy and a clone dispatch on the CPU."""
     from kb_agent.evaluator.compare import compare_outputs, relative_error
 
     ops: set[str] = set()
     a = torch.linspace(-1.0, 1.0, 64).reshape(8, 8)
     with torch.no_grad(), dispatched_ops(ops):
-        compare_outputs(a, a.clone(), 1e-4, 1e-4, 0, 0)
-        compare_outputs(a, a + 1e-7, 1e-4, 1e-4, 0, 0)
-        compare_outputs(a, a + 1.0, 1e-4, 1e-4, 0, 0)
+        for i, (e, x) in enumerate(_comparison_layouts(torch, a)):
+            compare_outputs(e, x.clone(), 1e-4, 1e-4, 0, 0)
+            compare_outputs(e, x + 1e-7, 1e-4, 1e-4, 0, 0)
+            if i < 2:  # a failure's diagnosis, contiguous and transposed
+                compare_outputs(e, x + 1.0, 1e-4, 1e-4, 0, 0)
+            relative_error(e, x + 1e-7)
+        compare_outputs((a, a[0]), (a.clone(), a[0].clone()), 1e-4, 1e-4, 0, 0)
         (
             relative_error(a, a + 1.0),
             relative_error(a, a.int()),
@@ -645,6 +680,22 @@ def _harness_ops(torch) -> set[str]:
         torch.rand(4), torch.randn(4), torch.randint(0, 5, (4,)), torch.bernoulli(torch.full((4,), 0.5))
         torch.empty(4).uniform_(), torch.empty(4).normal_(), a.clone().copy_(a)
     return ops
+
+
+def _comparison_layouts(torch, a) -> list:
+    """(reference output, candidate output) pairs of equal values whose comparison takes every path of
+    `compare.flat_chunks` and the shortcuts: contiguous; the candidate's transposed, expanded or
+    permuted (slabs copied through `reshape`: `aten::_unsafe_view`, which a recording on contiguous
+    outputs alone missed, and a candidate's kernel for it handed the comparison right values for a
+    wrong transposed output, helper-20, 2026-12-07); 0-d; float64, float16, bfloat16 and int32."""
+    t = a.t().contiguous().t()  # a's values, column-major
+    cube = a.reshape(2, 4, 8)
+    row = a[:1].expand(8, 8)  # one row, stride 0
+    permuted = cube.permute(2, 0, 1).contiguous().permute(1, 2, 0)  # cube's values, another order in memory
+    pairs = [(a, a), (a, t), (t, t), (row.contiguous(), row), (cube, permuted), (a[0, 0], a[0, 0])]
+    pairs += [(e.to(dtype), x.to(dtype)) for dtype in (torch.float64, torch.float16, torch.bfloat16)
+              for e, x in ((a, a), (a, t))]  # fmt: skip
+    return pairs + [(a.int(), a.int()), (a.int(), t.int())]
 
 
 def guarded_objects(torch_mod, reference_module, reference_model=None) -> dict[str, Any]:

@@ -185,6 +185,14 @@ def test_the_second_sweep_passes_differences_past_atol_within_half_of_rtols_boun
     assert not compare._margin_pass(e, e + 0.6 * 1e-2 * e.abs(), 1e-2, 1e-2, r) and r.max_abs_diff is None
 
 
+def test_relative_error_of_empty_outputs_has_no_scale():
+    """helper-20 (2026-12-07): outputs that are all empty raised inside `torch.stack` (no chunk had a
+    norm); an empty output beside a non-empty one was fine."""
+    empty = torch.zeros(0, 3)
+    assert relative_error(empty, empty.clone()) is None
+    assert relative_error((empty, empty), (empty.clone(), empty.clone())) is None
+
+
 def test_relative_error_over_chunks_and_outputs(monkeypatch):
     monkeypatch.setattr(compare, "CHUNK_ELEMENTS", 7)
     g = torch.Generator().manual_seed(6)

@@ -128,6 +128,52 @@ print(sorted(guard.changed()))
         assert op in out.stdout, op
 
 
+def test_the_python_dispatcher_switched_on_and_python_kernels_of_watched_ops_are_found():
+    """helper-20 (2026-12-07): Python kernels (`OpOverload.py_impl`) for `aten::equal` and `aten::sub`,
+    run only while the Python dispatcher is on, which the candidate switched on as its forward returned:
+    the dispatcher's table (`_dispatch_dump`) shows neither, and a wrong ReLU passed every check."""
+    import subprocess
+    import sys
+
+    code = """
+import torch
+from torch._C import DispatchKey
+from kb_agent.evaluator.strict import DispatchGuard
+guard = DispatchGuard(torch)
+assert guard.changed() == [], guard.changed()
+torch.ops.aten.equal.default.py_impl(DispatchKey.CPU)(lambda x, y: True)
+print("kernels", guard.changed())
+on = torch._C._EnablePythonDispatcher()
+print("on", guard.changed())
+del on
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    kernels, on = out.stdout.splitlines()
+    assert "aten::equal (Python kernels)" in kernels and "dispatch keys" not in kernels
+    assert "PythonDispatcher" in on
+
+
+def test_a_kernel_over_the_view_a_non_contiguous_outputs_comparison_takes_is_found():
+    """helper-20 (2026-12-07): comparing a transposed output copies it through `reshape`, which
+    dispatches `aten::_unsafe_view`; the recording ran on contiguous outputs alone, so a candidate's
+    kernel for it, handing the comparison right values for a wrong output, went unseen."""
+    import subprocess
+    import sys
+
+    code = """
+import torch
+from kb_agent.evaluator.strict import DispatchGuard
+guard = DispatchGuard(torch)
+lib = torch.library.Library("aten", "IMPL")
+lib.impl("_unsafe_view", lambda x, size: x.view(size), "CPU")
+print(guard.changed())
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "aten::_unsafe_view" in out.stdout
+
+
 def test_changes_in_place_that_keep_every_attribute_the_same_object_are_named():
     """helper-12 (2026-12-07): a staticmethod or classmethod given another function in place, a partial
     re-pointed, keyword defaults changed in their dict, a guarded attribute deleted, a guarded module's
