@@ -50,6 +50,7 @@ def interference(ev) -> str:
     modes (between the candidate's calls the harness pushes none; a mode that zeroed `torch.sub` passed an
     all-zeros ReLU), its own kernels for the aten ops the harness uses (`strict.DispatchGuard`), global
     module hooks (`global_module_hooks`), torch's process-wide settings changed (`strict.process_settings`),
+    signal handlers, timers and garbage-collector callbacks (`strict.interpreter_hooks`),
     the evaluation's own objects or the reference's state changed (`strict.PinnedState`), and threads it
     started still running."""
     from kb_agent.evaluator.strict import live_threads
@@ -84,6 +85,12 @@ def interference(ev) -> str:
         now = process_settings(torch)
         if changed := [f"{k} {before[k]!r} -> {now[k]!r}" for k in before if now[k] != before[k]]:
             found.append(f"torch's process settings changed ({', '.join(changed[:4])})")
+    if (before := getattr(ev, "hooks_before", None)) is not None:
+        from kb_agent.evaluator.strict import interpreter_hooks
+
+        now = interpreter_hooks()
+        if changed := [k for k in before if now[k] != before[k]]:
+            found.append(f"interpreter hooks changed ({', '.join(changed)})")
     if (pinned := getattr(ev, "pinned", None)) is not None and (moved := pinned.moved(ev)):
         found.append(f"the evaluator's own objects changed ({', '.join(moved[:4])})")
     if (before := getattr(ev, "threads_before", None)) and (threads := live_threads(before)):
@@ -212,6 +219,7 @@ class Evaluation:
         self.monitor_events_seen = 0  # the most events its record held when last looked at
         self.pinned = None  # strict.PinnedState, made with the reference model (stages.build)
         self.settings_before = None  # strict.process_settings as the candidate's import found them
+        self.hooks_before = None  # strict.interpreter_hooks likewise
         self.threads_before: set = set()
         self.reference_alone = None  # the reference's TimingStats before the candidate's import (strict)
 

@@ -80,6 +80,12 @@ _STATIC_RULES = [
     (r"\bsys\.modules\b", "reads sys.modules"),
     (r"\bsetattr\s*\(\s*torch\b|^\s*torch(\.\w+)+\s*=[^=]", "assigns attributes of torch"),
     (r"\bsys\.addaudithook\b|\bsys\.setprofile\b|\bsys\.settrace\b", "installs interpreter hooks"),
+    (
+        r"\bsignal\.(signal|setitimer|alarm|raise_signal|pthread_kill|pthread_sigmask|set_wakeup_fd)\b|\b_signal\b"
+        r"|\bgc\.(callbacks|set_threshold)\b",
+        "installs signal handlers, timers or garbage-collector callbacks",
+    ),
+    (r"\bctypes\b", "uses ctypes (calls into the interpreter and writes memory beneath every check)"),
 ]
 
 
@@ -251,7 +257,8 @@ class TamperGuard:
             lenient = name in self.lenient
             for key, value in items:
                 current = now.get(key, _MISSING)
-                if current is not value and not (lenient and _plain(value) and _plain(current)):
+                if current is not value and not (lenient and (_plain(value) and _plain(current)
+                                                              or _lazily_made(value, current))):  # fmt: skip
                     out.append(f"{name}.{key}")
             if isinstance(obj, type):  # a new attribute of a class that hides its base's (torch.Tensor's
                 # methods live on the C base, torch._C.TensorBase: `torch.Tensor.copy_ = f` adds a key)
@@ -271,6 +278,21 @@ _PLAIN = (bool, int, float, str, bytes, type(None))
 def _plain(value) -> bool:
     torch_mod = sys.modules.get("torch")
     return type(value) in _PLAIN or (torch_mod is not None and type(value) is torch_mod.device)
+
+
+def _lazily_made(before, now) -> bool:
+    """Whether a torch module's global that was None is now a singleton torch makes on first use: an
+    object of one of torch's own classes (`torch.nested`'s `_dummy_instance`, a NestedTensor; functorch's
+    vmap decompositions `Library`) or a lock (functorch's `DECOMPOSITIONS_LOCK`). An honest kernel that
+    called `torch.func.vmap` or made a jagged nested tensor was rejected (helper-21, 2026-12-07). A
+    function, or an object of a class the candidate defined, in a slot that was None is still a change."""
+    if before is not None:
+        return False
+    kind = type(now)
+    return kind.__module__.split(".")[0] == "torch" or kind in _LOCK_TYPES
+
+
+_LOCK_TYPES = (type(threading.Lock()), type(threading.RLock()))
 
 
 def _same_contents(now, then) -> bool:
@@ -361,6 +383,29 @@ _SETTINGS = {
         lambda t: t.utils.deterministic.fill_uninitialized_memory,
     "torch.get_deterministic_debug_mode()": lambda t: t.get_deterministic_debug_mode(),
 }  # fmt: skip
+
+
+def interpreter_hooks() -> dict[str, Any]:
+    """What makes the interpreter run code of its own accord, between and during the harness's calls:
+    Python signal handlers (by identity), interval timers, the main thread's blocked signals, the
+    garbage collector's callbacks (by identity), thresholds and switch. A SIGALRM handler armed every
+    50 us that rewrote the candidate's output while the comparison ran, and a gc callback that did so
+    at the first collection after its forward, passed a wrong ReLU; a signal raised inside the forward
+    handed its handler the forward's frame, and through it the timing loop's (helper-21, 2026-12-07)."""
+    import gc
+    import signal
+
+    handlers = []
+    for sig in sorted(signal.valid_signals()):
+        try:
+            handlers.append((int(sig), id(signal.getsignal(sig))))
+        except (OSError, ValueError):
+            continue
+    timers = [signal.getitimer(t) for t in (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF)]
+    blocked = sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, []))
+    return {"signal handlers": tuple(handlers), "interval timers": tuple(timers), "blocked signals": tuple(blocked),
+            "gc callbacks": tuple(id(cb) for cb in gc.callbacks), "gc thresholds": gc.get_threshold(),
+            "gc enabled": gc.isenabled()}  # fmt: skip
 
 
 def process_settings(torch_mod) -> dict[str, Any]:
@@ -605,7 +650,7 @@ class DispatchGuard:
         dispatcher's table does not show, for any op; a candidate that left it on between its calls
         with its own `aten::equal` and `aten::sub` passed a wrong ReLU (helper-20, 2026-12-07)."""
         dump = self.torch._C._dispatch_dump
-        found = [op for op, text in self.snapshot.items() if dump(op) != text]
+        found = [op for op, text in self.snapshot.items() if _differ(dump(op), text)]
         found += [f"{op} (Python kernels)" for op, kernels in self.py_kernels.items()
                   if _py_kernels(self.torch, op) != kernels and op not in found]  # fmt: skip
         if (keys := _dispatch_keys(self.torch)) != self.keys:
@@ -617,7 +662,21 @@ class DispatchGuard:
         import and constructor and at the end alone): a kernel registered over the reference's own
         `aten::relu` slowed it 650x, and could have changed what it computes (helper-17, 2026-12-07)."""
         dump = self.torch._C._dispatch_dump
-        return [op for op, text in self.every.items() if dump(op) != text]
+        return [op for op, text in self.every.items() if _differ(dump(op), text)]
+
+
+# dispatch keys whose kernels run only inside functorch's transforms (vmap, grad), which put them in the
+# thread's included keys (`_dispatch_keys` compares those): torch registers its vmap decompositions on
+# first use of `torch.func.vmap` (an honest kernel that used it was rejected, helper-21, 2026-12-07)
+_TRANSFORM_KEYS = ("FuncTorch", "Batched", "VmapMode")
+
+
+def _differ(now: str, then: str) -> bool:
+    """Whether two `_dispatch_dump` texts of one op differ in a kernel outside `_TRANSFORM_KEYS`."""
+    if now == then:
+        return False
+    kept = lambda text: [ln for ln in text.splitlines() if not ln.startswith(_TRANSFORM_KEYS)]  # noqa: E731
+    return kept(now) != kept(then)
 
 
 def _dispatch_keys(torch_mod) -> tuple[str, str]:
@@ -839,6 +898,10 @@ class SideEffectMonitor:
                 self.named.add(os.fsdecode(name))
         elif event in ("marshal.loads", "marshal.load") and self._from_candidate(imports=False):
             self._block(f"tried {event}: code objects it makes so carry any file name")
+        elif event.startswith("ctypes.") and self._from_candidate():
+            # a C function of the interpreter's called on frames it held wrote the timing loop's locals
+            # (PyFrame_LocalsToFast: helper-21, 2026-12-07); raw memory reaches every object
+            self._block(f"tried {event}: ctypes reaches the interpreter's and the evaluator's memory")
 
     def _from_candidate(self, imports: bool = True) -> bool:
         """Whether the code asking is the candidate's: the nearest caller outside the standard library

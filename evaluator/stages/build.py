@@ -187,6 +187,7 @@ def arm_strict_checks(ev, backend: str) -> None:
         SideEffectMonitor,
         TamperGuard,
         guarded_objects,
+        interpreter_hooks,
         library_work,
         process_settings,
         static_findings,
@@ -204,6 +205,7 @@ def arm_strict_checks(ev, backend: str) -> None:
                        "" if backend != "torch" else "no load_inline or Triton kernel in the source")  # fmt: skip
     ev.dispatch_guard = DispatchGuard(ev.torch)  # (runs the harness's comparison once: before the monitor)
     ev.settings_before = process_settings(ev.torch)
+    ev.hooks_before = interpreter_hooks()
     ev.threads_before = {t.ident for t in threading.enumerate()}
     roots = [ev.workdir, ev.build_root, os.environ.get("TRITON_CACHE_DIR", ev.workdir),
              os.environ.get("TMPDIR", ev.workdir)]  # fmt: skip

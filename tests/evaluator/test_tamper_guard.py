@@ -1,9 +1,11 @@
 """`strict.TamperGuard` on its own: what counts as a change of a guarded object, and what does not."""
 
 import functools
+import threading
 import types
 
 import pytest
+import torch
 from kb_agent.evaluator.strict import TamperGuard
 
 
@@ -172,6 +174,53 @@ print(guard.changed())
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "aten::_unsafe_view" in out.stdout
+
+
+def test_signal_handlers_timers_and_gc_callbacks_are_interpreter_hooks():
+    """helper-21 (2026-12-07): a SIGALRM handler and a gc callback each rewrote a wrong output while the
+    comparison ran; each leaves `strict.interpreter_hooks` changed, and putting it back is no change."""
+    import gc
+    import signal
+
+    from kb_agent.evaluator.strict import interpreter_hooks
+
+    before = interpreter_hooks()
+    old = signal.signal(signal.SIGUSR2, lambda *a: None)
+    try:
+        assert interpreter_hooks()["signal handlers"] != before["signal handlers"]
+    finally:
+        signal.signal(signal.SIGUSR2, old)
+    signal.setitimer(signal.ITIMER_VIRTUAL, 100.0)
+    try:
+        assert interpreter_hooks()["interval timers"] != before["interval timers"]
+    finally:
+        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+    cb = lambda *a: None  # noqa: E731
+    gc.callbacks.append(cb)
+    try:
+        assert interpreter_hooks()["gc callbacks"] != before["gc callbacks"]
+    finally:
+        gc.callbacks.remove(cb)
+    assert interpreter_hooks() == before
+
+
+def test_torchs_own_lazy_singletons_and_vmap_kernels_are_no_tampering():
+    """helper-21 (2026-12-07): honest kernels using `torch.func.vmap` or a jagged nested tensor were
+    rejected: torch fills module globals that were None on first use, and registers its vmap
+    decompositions under functorch's dispatch keys, which run only inside a transform."""
+    from kb_agent.evaluator.strict import _differ, _lazily_made
+
+    assert _lazily_made(None, torch.nn.Identity()) and _lazily_made(None, threading.Lock())
+    assert not _lazily_made(None, lambda x: x) and not _lazily_made(torch.nn.Identity(), torch.nn.Identity())
+
+    class Mine:
+        pass
+
+    assert not _lazily_made(None, Mine())
+    base = "name: aten::addr\nCPU: registered at RegisterCPU.cpp:1 :: (none) [ boxed ]\n"
+    vmap = base + "FuncTorchBatched: registered at torch/_functorch/predispatch.py:155 :: (none) [ boxed ]\n"
+    assert not _differ(vmap, base)
+    assert _differ(base.replace("RegisterCPU.cpp:1", "mine.py:8"), base)
 
 
 def test_changes_in_place_that_keep_every_attribute_the_same_object_are_named():
