@@ -14,7 +14,8 @@ every attack that parity calls correct, and every strict HOLE.
 On a GPU machine the CUDA (load_inline) candidates are first built in parallel with a cheap evaluation
 (one trial, profile off), so the measured runs hit the warm build cache; then candidates run `--jobs` at a
 time (default 3 on cuda, 1 on cpu; with several GPUs, workers are spread over cuda:0..N-1). Candidates
-that leave processes, files or their own build directory behind always run alone.
+that leave processes, files or their own build directory behind always run alone, and so do those
+expected correct on cuda (their timing is judged).
 """
 
 from __future__ import annotations
@@ -243,6 +244,11 @@ def main(argv=None) -> int:
         prewarm(cands, device, a.prewarm_jobs)
 
     alone = [c for c in cands if c.fresh_build or c.pidfile or c.lingering or c.runs > 1 or c.artifacts]
+    # a candidate expected correct is timed, and on a GPU strict mode compares the reference's timing
+    # with its own taken alone (`reference_speed`): beside other evaluations on the same GPU two honest
+    # rows were rejected at 2.6-2.9x (H100, --jobs 6, 2026-12-07), correct alone; the pool never shares
+    # a GPU's run slot, so these run alone too
+    alone += [c for c in cands if device == "cuda" and c.expected == "correct" and c not in alone]
     shared = [c for c in cands if c not in alone]
     widths = {"c": max([len(c.name) for c in cands] + [9])}
     print(
