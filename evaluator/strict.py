@@ -85,7 +85,10 @@ _STATIC_RULES = [
         r"|\bgc\.(callbacks|set_threshold)\b",
         "installs signal handlers, timers or garbage-collector callbacks",
     ),
-    (r"\bctypes\b", "uses ctypes (calls into the interpreter and writes memory beneath every check)"),
+    (
+        r"\bpythonapi\b|\bPyDLL\b|\bPyObj_FromPtr\b|\bfrom_address\b|\bctypes\.(memmove|memset|cast)\b",
+        "reaches the interpreter's memory through ctypes",
+    ),
 ]
 
 
@@ -898,10 +901,12 @@ class SideEffectMonitor:
                 self.named.add(os.fsdecode(name))
         elif event in ("marshal.loads", "marshal.load") and self._from_candidate(imports=False):
             self._block(f"tried {event}: code objects it makes so carry any file name")
-        elif event.startswith("ctypes.") and self._from_candidate():
+        elif event.startswith("ctypes.") and _reaches_the_interpreter(event, args) and self._from_candidate():
             # a C function of the interpreter's called on frames it held wrote the timing loop's locals
-            # (PyFrame_LocalsToFast: helper-21, 2026-12-07); raw memory reaches every object
-            self._block(f"tried {event}: ctypes reaches the interpreter's and the evaluator's memory")
+            # (PyFrame_LocalsToFast: helper-21, 2026-12-07)
+            self._block(
+                f"tried {event}: ctypes into the interpreter's memory reaches the evaluator's objects"
+            )
 
     def _from_candidate(self, imports: bool = True) -> bool:
         """Whether the code asking is the candidate's: the nearest caller outside the standard library
@@ -1009,6 +1014,18 @@ class SideEffectMonitor:
                 or state.get("trusted_code") is not trusted):  # fmt: skip
             found.append("what it counts as the candidate's code")
         return found
+
+
+def _reaches_the_interpreter(event: str, args: tuple) -> bool:
+    """Whether a ctypes audit event is a way into the interpreter's own memory: a symbol of its C API
+    looked up ("Py...", "_Py...", through `ctypes.pythonapi` or any handle), or an address made an
+    object or a ctypes object (`PyObj_FromPtr`, `from_address`). Other foreign calls stay the
+    candidate's own, as a C++ extension's are (a fork through libc is the process checks' to see);
+    ctypes' memmove and memset raise no audit event (Python 3.11), so the static rules name them."""
+    if event == "ctypes.dlsym":
+        name = args[1] if len(args) > 1 else ""
+        return isinstance(name, str) and name.startswith(("Py", "_Py"))
+    return event in ("ctypes.PyObj_FromPtr", "ctypes.cdata")
 
 
 def live_threads(before: set[int]) -> list[str]:

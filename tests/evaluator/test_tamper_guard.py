@@ -526,3 +526,18 @@ def test_a_guarded_modules_entry_in_sys_modules_swapped_or_one_of_ours_planted_i
     monkeypatch.setitem(sys.modules, "kb_agent.evaluator.not_yet_imported", types.ModuleType("planted"))
     assert guard.changed() == ["sys.modules['kb_agent.evaluator.compare']",
                                "sys.modules['kb_agent.evaluator.not_yet_imported'] (new)"]  # fmt: skip
+
+
+def test_ctypes_into_the_interpreter_is_told_from_other_foreign_calls():
+    """helper-21 (2026-12-07): `ctypes.pythonapi.PyFrame_LocalsToFast` on frames a signal handler was
+    handed moved the timing loop's start time; a fork through libc (the process checks' to see, as a C++
+    extension's would be) stays allowed."""
+    import ctypes
+
+    from kb_agent.evaluator.strict import _reaches_the_interpreter
+
+    assert _reaches_the_interpreter("ctypes.dlsym", (ctypes.pythonapi, "PyFrame_LocalsToFast"))
+    assert _reaches_the_interpreter("ctypes.dlsym", (ctypes.CDLL(None), "_PyObject_GC_New"))
+    assert _reaches_the_interpreter("ctypes.cdata", (id(5),))
+    assert not _reaches_the_interpreter("ctypes.dlsym", (ctypes.CDLL(None), "fork"))
+    assert not _reaches_the_interpreter("ctypes.dlopen", (None,))

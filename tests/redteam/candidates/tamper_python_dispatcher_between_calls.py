@@ -4,9 +4,11 @@ class: 4 tampering
 attack: Python kernels (`OpOverload.py_impl`) for aten::equal (True for its own output) and aten::sub
   (zeros for its own output), which run only while the Python dispatcher is on; each forward switches it
   off as it starts and on as it returns, so it is on for the reference's calls and the comparison: no
-  kernel in the dispatcher's table changes, and no torch function or dispatch mode is pushed (helper-20)
+  kernel in the dispatcher's table changes, and no torch function or dispatch mode is pushed (helper-20); its kernels are
+  the CPU's, so on a GPU the wrong output is found incorrect
 problem: toy/relu
 expected: rejected
+accept: incorrect
 device: cpu
 """
 

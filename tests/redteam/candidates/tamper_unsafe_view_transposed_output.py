@@ -4,9 +4,11 @@ class: 4 tampering
 attack: half of relu(x) in a column-major buffer, returned as its transpose; at the end of each forward
   an aten::_unsafe_view kernel is registered (dropped when the output dies) that hands the comparison
   relu(x) when `reshape` copies the non-contiguous output into chunks; the dispatch guard had recorded
-  the comparison on contiguous outputs only (helper-20)
+  the comparison on contiguous outputs only (helper-20); its kernels are
+  the CPU's, so on a GPU the wrong output is found incorrect
 problem: toy/relu
 expected: rejected
+accept: incorrect
 device: cpu
 """
 
