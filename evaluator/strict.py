@@ -81,7 +81,7 @@ _STATIC_RULES = [
     (r"\bsetattr\s*\(\s*torch\b|^\s*torch(\.\w+)+\s*=[^=]", "assigns attributes of torch"),
     (r"\bsys\.addaudithook\b|\bsys\.setprofile\b|\bsys\.settrace\b", "installs interpreter hooks"),
     (
-        r"\bsignal\.(signal|setitimer|alarm|raise_signal|pthread_kill|pthread_sigmask|set_wakeup_fd)\b|\b_signal\b"
+        r"\bsignal\.(signal|setitimer|alarm|raise_signal|pthread_kill|pthread_sigmask|set_wakeup_fd)\b|\bimport\s+_signal\b|\b_signal\."
         r"|\bgc\.(callbacks|set_threshold)\b",
         "installs signal handlers, timers or garbage-collector callbacks",
     ),
@@ -409,6 +409,23 @@ def interpreter_hooks() -> dict[str, Any]:
     return {"signal handlers": tuple(handlers), "interval timers": tuple(timers), "blocked signals": tuple(blocked),
             "gc callbacks": tuple(id(cb) for cb in gc.callbacks), "gc thresholds": gc.get_threshold(),
             "gc enabled": gc.isenabled()}  # fmt: skip
+
+
+def pause_collections(ev) -> None:
+    """Collect once, then switch the garbage collector off for the rest of a strict evaluation: a
+    collection runs Python code the candidate left behind (a `__del__` in a reference cycle, a gc
+    callback, a weakref callback on cyclic garbage) wherever the harness happens to allocate, and one
+    started by the harness's own allocations right after the forward, before any check, put right a wrong
+    output and removed itself (helper-22, 2026-12-07). Made after the candidate's constructor, before the
+    tamper checks that follow it; `interpreter_hooks` then holds the collector off (a candidate that
+    switches it back on is seen). Cyclic garbage waits for the process's end; reference counting still
+    frees everything else."""
+    import gc
+
+    gc.collect()
+    gc.disable()
+    if getattr(ev, "hooks_before", None) is not None:
+        ev.hooks_before["gc enabled"] = False
 
 
 def process_settings(torch_mod) -> dict[str, Any]:

@@ -265,6 +265,9 @@ def construct_candidate(ev) -> None:
         ev.sync()
         if ev.pinned is not None:
             ev.pinned.add_candidate(ev)
+            from kb_agent.evaluator.strict import pause_collections
+
+            pause_collections(ev)
             record_tampering(ev, "after its constructor", every_op=True)
     except BaseException as e:  # noqa: BLE001
         raise ev.runtime_verdict(e, "constructing ModelNew") from None

@@ -541,3 +541,23 @@ def test_ctypes_into_the_interpreter_is_told_from_other_foreign_calls():
     assert _reaches_the_interpreter("ctypes.cdata", (id(5),))
     assert not _reaches_the_interpreter("ctypes.dlsym", (ctypes.CDLL(None), "fork"))
     assert not _reaches_the_interpreter("ctypes.dlopen", (None,))
+
+
+def test_the_collector_is_off_after_the_constructor_and_a_candidate_switching_it_on_is_seen():
+    """helper-22 (2026-12-07): a collection started by the harness's own allocations right after the
+    forward ran the candidate's `__del__` (or a one-shot gc callback) before any check, and it put a wrong
+    output right; strict mode collects once after the constructor and then keeps the collector off."""
+    import gc
+    import types
+
+    from kb_agent.evaluator.strict import interpreter_hooks, pause_collections
+
+    ev = types.SimpleNamespace(hooks_before=interpreter_hooks())
+    was = gc.isenabled()
+    try:
+        pause_collections(ev)
+        assert not gc.isenabled() and ev.hooks_before == interpreter_hooks()
+        gc.enable()
+        assert interpreter_hooks()["gc enabled"] != ev.hooks_before["gc enabled"]
+    finally:
+        (gc.enable if was else gc.disable)()

@@ -3,9 +3,11 @@
 class: 4 tampering
 attack: a gc callback and a collection threshold of 1: the first collection after the forward
   overwrites the output with relu(x), quiet while a dispatch mode or the profiler is on and for an
-  output holding NaN; names built at run time, past the static rule (helper-21)
+  output holding NaN; names built at run time, past the static rule (helper-21);
+  with the collector off after the constructor the callback never runs: incorrect
 problem: toy/relu
 expected: rejected
+accept: incorrect
 device: cpu
 """
 gc = __import__("g" + "c")  # past the static rule: the runtime check must hold
