@@ -25,6 +25,7 @@ def _solve_args(base: str, db: Path, name: str, turns: int = 3) -> list[str]:
             "--api-base", base, "--device", "cpu", "--backend", "triton", "--db", str(db), "--run-name", name]  # fmt: skip
 
 
+@pytest.mark.slow  # three CPU evaluations, 15-17 s; the default run keeps a one-turn CLI solve (test_feedback)
 def test_three_turns_compile_error_incorrect_correct(fake_llm, tmp_path):
     fake_llm.add(*[p.read_text() for p in REPLIES])
     db = tmp_path / "kb.sqlite"
