@@ -82,14 +82,13 @@ def interference(ev) -> str:
     if (before := getattr(ev, "settings_before", None)) is not None:
         from kb_agent.evaluator.strict import process_settings
 
-        now = process_settings(torch)
-        if changed := [f"{k} {before[k]!r} -> {now[k]!r}" for k in before if now[k] != before[k]]:
+        if changed := _changed(before, process_settings(torch), values=True):
             found.append(f"torch's process settings changed ({', '.join(changed[:4])})")
     if (before := getattr(ev, "hooks_before", None)) is not None:
         from kb_agent.evaluator.strict import interpreter_hooks
 
-        now = interpreter_hooks()
-        if changed := [k for k in before if now[k] != before[k]]:
+        # by name alone: the values are handler and callback objects, whose reprs the candidate writes
+        if changed := _changed(before, interpreter_hooks(), values=False):
             found.append(f"interpreter hooks changed ({', '.join(changed)})")
     if (pinned := getattr(ev, "pinned", None)) is not None and (moved := pinned.moved(ev)):
         found.append(f"the evaluator's own objects changed ({', '.join(moved[:4])})")
@@ -99,6 +98,11 @@ def interference(ev) -> str:
         # (helper-19, 2026-12-07); `threads` held only those left at the end
         found.append(f"threads of its own running ({', '.join(threads[:4])})")
     return "; ".join(found)
+
+
+def _changed(before: dict, now: dict, values: bool) -> list[str]:
+    """The keys of `before` whose value differs in `now` (`values`: "key old -> new")."""
+    return [f"{k} {before[k]!r} -> {now[k]!r}" if values else k for k in before if now[k] != before[k]]
 
 
 def tampering_now(ev, shallow: bool = True) -> list[str]:
