@@ -35,6 +35,7 @@ The checks, by the kind of hack they close (each closes the class, not one examp
 from __future__ import annotations
 
 import ast
+import functools
 import itertools
 import operator
 import os
@@ -481,7 +482,6 @@ def _insides(value: Any) -> list[tuple]:
     keyword defaults (a copy too: the dict can change in place), the callables in its closure cells
     (None for a cell holding data, which may change) and the next function of the chain (`__wrapped__`
     in its own __dict__, as functools.wraps sets it); [] for anything else."""
-    import functools
     import types
 
     out: list[tuple] = []
@@ -732,10 +732,15 @@ def dispatched_ops(ops: set[str]):
     return _Record()
 
 
-def _harness_ops(torch) -> set[str]:
+@functools.cache
+def _harness_ops(torch) -> frozenset[str]:
     """Names of the aten ops (with overload) that an exact, a passing and a failing comparison (of each
     layout and dtype in `_comparison_layouts`), the strict trials' relative error (both of its paths), a
-    finiteness test, an equality test, torch's random draws, a copy and a clone dispatch on the CPU."""
+    finiteness test, an equality test, torch's random draws, a copy and a clone dispatch on the CPU.
+
+    Cached: the warm worker records them once (`zygote.warm_caches`; 0.3 s of every strict evaluation
+    on a 2-core CPU, most of it the first calls of these ops), before any candidate code runs anywhere,
+    and each child it forks inherits them; each child still snapshots their kernels (`DispatchGuard`)."""
     from kb_agent.evaluator.compare import compare_outputs, relative_error
 
     ops: set[str] = set()
@@ -758,7 +763,7 @@ def _harness_ops(torch) -> set[str]:
         )
         torch.rand(4), torch.randn(4), torch.randint(0, 5, (4,)), torch.bernoulli(torch.full((4,), 0.5))
         torch.empty(4).uniform_(), torch.empty(4).normal_(), a.clone().copy_(a)
-    return ops
+    return frozenset(ops)
 
 
 def _comparison_layouts(torch, a) -> list:

@@ -644,13 +644,22 @@ def _preload() -> str | None:
 def warm_caches() -> None:
     """Compute what every child would compute the same way and keeps in a process-wide cache, so that
     each forked child inherits it: Triton's hash of its own installed files (`triton_key`, part of every
-    Triton kernel's cache key; 0.65 s of every Triton evaluation's child on the H200, 2026-12-03). Reads
-    files only: no candidate code, no CUDA. Best effort: another Triton version has nothing to warm."""
+    Triton kernel's cache key; 0.65 s of every Triton evaluation's child on the H200, 2026-12-03), and
+    the aten ops strict mode's dispatch guard watches (`strict._harness_ops`: the comparison recorded
+    once on small CPU tensors; 0.3 s of every strict evaluation on a 2-core CPU). No candidate code, no
+    CUDA, no thread started (`_unsafe` checks after). Best effort: a failure leaves the child to compute it."""
     try:
         from triton.runtime.cache import triton_key
 
         triton_key()
     except Exception:  # noqa: BLE001, S110 - no Triton, or one without the function
+        pass
+    try:
+        import torch
+        from kb_agent.evaluator.strict import _harness_ops
+
+        _harness_ops(torch)
+    except Exception:  # noqa: BLE001, S110 - the child records them itself
         pass
 
 

@@ -8,7 +8,8 @@ no sandbox) under cProfile, each stage timed, then the functions with the most c
 The candidate defaults to the Triton ReLU of tests/bench/repro_kernels/ (no extension build, so the
 figures are the evaluator's own stages); `--candidate cuda:relu` is bench_latency's CUDA candidate
 for that kernel (`bench_latency.KERNELS`). As in a child forked from the warm worker, the modules of
-`evaluator.zygote.PRELOAD` are imported before the clock starts (`--cold-imports`: not) and the
+`evaluator.zygote.PRELOAD` are imported, its caches warmed and its objects frozen (`gc.freeze`) before
+the clock starts (`--cold-imports`: not) and the
 evaluation sees the child's environment (`runner.child_env`: its HOME, TMPDIR, Triton cache). `--repeat 2` evaluates it twice in the same process;
 `--profile-run` picks the one profiled: the first (the default) is what every evaluation costs, since
 each runs in a fresh child; the second is a warm one, first-call initialisation aside. A developer's
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import json
 import os
 import pstats
@@ -44,7 +46,7 @@ sys.path.insert(0, str(ROOT / "tests" / "bench"))
 from kb_agent.evaluator import EvalSettings  # noqa: E402
 from kb_agent.evaluator.context import Evaluation  # noqa: E402
 from kb_agent.evaluator.runner import candidate_job, child_env  # noqa: E402
-from kb_agent.evaluator.zygote import PRELOAD  # noqa: E402
+from kb_agent.evaluator.zygote import PRELOAD, warm_caches  # noqa: E402
 from kb_agent.problems import resolve_one  # noqa: E402
 
 DEFAULT_CANDIDATE = ROOT / "tests" / "bench" / "repro_kernels" / "l1_p19_relu.py"
@@ -139,9 +141,12 @@ def main() -> None:
         job = candidate_job(problem, source, settings, workdir, build_root)
         os.environ.update(child_env(settings, workdir, build_root))
         tempfile.tempdir = None  # the child's TMPDIR, as a child's tempfile would find it
-        if not args.cold_imports:
+        if not args.cold_imports:  # as the warm worker leaves a forked child (`zygote._serve`)
             for name in PRELOAD:
                 __import__(name)
+            warm_caches()
+            gc.collect()
+            gc.freeze()
         job["sandbox"] = None
         prof = cProfile.Profile()
         parts_s: dict = {}

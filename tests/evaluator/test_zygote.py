@@ -413,7 +413,7 @@ def test_no_preloaded_module_asks_whether_cuda_is_available_at_import():
     driver thread and leaves a driver no forked child can use: torch.utils.cpp_extension did that in the
     warm worker on the H200, and every evaluation was spawned. Here every preloaded module is imported
     in a fresh interpreter with those calls made to fail loudly, and so are the caches the zygote warms
-    (which must then hold Triton's key)."""
+    (which must then hold Triton's key and the ops strict mode's dispatch guard watches)."""
     probe = (
         "import sys, importlib, torch\n"
         "asked = []\n"
@@ -435,6 +435,9 @@ def test_no_preloaded_module_asks_whether_cuda_is_available_at_import():
         "    sys.exit('warm_caches asked:\\n' + asked[0])\n"
         "from triton.runtime.cache import triton_key\n"
         "assert triton_key.cache_info().currsize == 1, 'triton_key not computed'\n"
+        "from kb_agent.evaluator.strict import _harness_ops\n"
+        "assert _harness_ops.cache_info().currsize == 1, 'the dispatch guard ops not recorded'\n"
+        "assert {'aten::equal', 'aten::normal_', 'aten::_unsafe_view'} <= _harness_ops(torch)\n"
     )
     r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
