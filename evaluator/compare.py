@@ -25,6 +25,16 @@ FAST_CHUNK_ELEMENTS = 1 << 25
 _allclose = torch.allclose
 _equal = torch.equal  # (the exact-output shortcut's; likewise)
 _vector_norm = torch.linalg.vector_norm  # (strict mode's relative error; likewise)
+_detach = torch.Tensor.detach
+
+
+def plain(t: torch.Tensor) -> torch.Tensor:
+    """`t`'s values as a new tensor object (`torch.Tensor.detach`, read through the class): what the
+    harness reads a candidate's output through. A method looked up on the output itself can be the
+    candidate's: an instance attribute `detach` (methods are non-data descriptors, so it shadows
+    Tensor's) handed every check twice a 0.5*relu output, or computed the output only when read, after
+    the timed window (helper-23, 2026-12-07). The new object has no instance attributes."""
+    return _detach(t)
 
 
 def flatten_outputs(out: Any) -> list[Any]:
@@ -324,6 +334,7 @@ def compare_tensors(
     mismatch of values or shape its `diagnosis` (and `mismatch_map`), see `evaluator.diagnosis`.
     `inputs` are the trial's inputs; `rerun()` gives this output of a second candidate call on them,
     asked for only when the values differ."""
+    expected, actual = plain(expected), plain(actual)
     result.expected_shape, result.actual_shape = list(expected.shape), list(actual.shape)
     result.expected_dtype, result.actual_dtype = str(expected.dtype), str(actual.dtype)
     result.numel = expected.numel()
@@ -332,8 +343,7 @@ def compare_tensors(
         if expected.is_floating_point() and actual.is_floating_point():
             result.diagnosis = diagnosis.diagnose_shape(expected, actual, atol, rtol)
         return result
-    e = expected.detach()
-    a = actual.detach()
+    e, a = expected, actual
     if a.device != e.device:
         # torch.allclose raises for tensors on two devices (a 0-dim CPU tensor excepted, which torch lets
         # stand beside a tensor on any device), so KernelBench fails the trial: a CPU output of a CUDA
@@ -441,7 +451,7 @@ def relative_error(expected, actual) -> float | None:
     for e, a in zip(flat_e, flat_a, strict=True):
         if not isinstance(e, torch.Tensor) or not isinstance(a, torch.Tensor) or e.shape != a.shape:
             return float("inf")
-        pairs.append((e.detach(), a.detach().to(e.device)))
+        pairs.append((plain(e), plain(a).to(e.device)))
     if not pairs:
         return None
     fast = all(e.dtype == a.dtype and e.dtype in (torch.float32, torch.float64) for e, a in pairs)

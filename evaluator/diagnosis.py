@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
+_detach = torch.Tensor.detach  # (as compare.plain: an output's own `detach` may be the candidate's)
+
 MAP_ROWS, MAP_COLS = 16, 32  # most cells of the mismatch map
 SAMPLE_PER_CHUNK = 4096  # wrong elements per statistics chunk whose values the value patterns read
 LAYOUT_SAMPLE = 4096  # positions at which a permuted layout is tried
@@ -305,11 +307,13 @@ def _nondeterministic(
         again = rerun()
     except (Exception, SystemExit) as err:  # noqa: BLE001 - the candidate's second call may raise anything
         return f"a second call on the same inputs raised {type(err).__name__}: {str(err)[:200]}"
+    if isinstance(again, torch.Tensor):
+        again = _detach(again)
     if not isinstance(again, torch.Tensor) or again.shape != a.shape:
         return (
             "nondeterministic: a second call on the same inputs returned a different kind or shape of output"
         )
-    again = again.detach().to(a.device)
+    again = again.to(a.device)
     differ = 0
     for xa, xb in zip(a.reshape(-1).split(1 << 24), again.reshape(-1).split(1 << 24), strict=True):
         xa64, xb64 = xa.to(torch.float64), xb.to(torch.float64)

@@ -333,7 +333,7 @@ def _wrapped(probe: KernelProbe, name: str, fn):
 def output_unchanged(torch, poisoned, expected, atol: float, rtol: float) -> bool:
     """Whether the output of the poison pass still matches the reference's (shapes equal, finite where
     the reference is finite, allclose elsewhere): then no custom kernel's result reached it."""
-    from kb_agent.evaluator.compare import flatten_outputs
+    from kb_agent.evaluator.compare import flatten_outputs, plain
 
     p, e = flatten_outputs(poisoned), flatten_outputs(expected)
     if len(p) != len(e):
@@ -343,9 +343,12 @@ def output_unchanged(torch, poisoned, expected, atol: float, rtol: float) -> boo
             if a != b:
                 return False
             continue
-        if not isinstance(a, torch.Tensor) or a.shape != b.shape:
+        if not isinstance(a, torch.Tensor):
             return False
-        a = a.detach().to(b.device)
+        a = plain(a)
+        if a.shape != b.shape:
+            return False
+        a = a.to(b.device)
         if b.is_floating_point() or b.is_complex():
             if not bool(torch.isclose(a.to(b.dtype), b, rtol=rtol, atol=atol, equal_nan=True).all()):
                 return False

@@ -1050,13 +1050,30 @@ def _reaches_the_interpreter(event: str, args: tuple) -> bool:
     return event in ("ctypes.PyObj_FromPtr", "ctypes.cdata")
 
 
+def thread_idents() -> set[int]:
+    """Every thread of this process that runs Python code: `threading`'s, and those started with
+    `_thread.start_new_thread`, which `threading.enumerate()` never lists (`sys._current_frames`: a
+    raw thread that wrote torch.relu(x) into the output after forward returned was seen by nothing,
+    helper-23, 2026-12-07)."""
+    return set(sys._current_frames()) | {t.ident for t in threading.enumerate()}
+
+
 def live_threads(before: set[int]) -> list[str]:
-    return [t.name for t in threading.enumerate() if t.ident not in before and t.is_alive()]
+    """The threads running Python code (`thread_idents`) that were not in `before`, by name."""
+    named = {t.ident: t.name for t in threading.enumerate() if t.is_alive()}
+    return [
+        named.get(ident, f"a thread started through _thread ({ident})")
+        for ident in sorted(thread_idents() - before)
+    ]
 
 
 # ----------------------------------------------------------------------------------------- outputs
 def same_values(torch_mod, a, b) -> bool:
-    """Whether two tensors hold equal elements (`torch.equal`: -0.0 equals 0.0), NaN equal to NaN."""
+    """Whether two tensors hold equal elements (`torch.equal`: -0.0 equals 0.0), NaN equal to NaN. Read
+    through `compare.plain`: `a` may be a tensor the candidate's call had, with methods of its own."""
+    from kb_agent.evaluator.compare import plain
+
+    a, b = plain(a), plain(b)
     if torch_mod.equal(a, b):
         return True
     if a.shape != b.shape or a.dtype != b.dtype or not (a.is_floating_point() or a.is_complex()):
@@ -1106,6 +1123,19 @@ def in_place_mismatches(torch_mod, before: list, candidate_after: dict, referenc
     return bad
 
 
+def shadowed_methods(t) -> list[str]:
+    """The names in a tensor's instance `__dict__` that torch.Tensor also has (its methods are non-data
+    descriptors, so such an attribute stands in for the method on this object: `out.detach = lambda: ...`
+    lied to every reader that looked the method up on the output, helper-23, 2026-12-07); [] for none."""
+    import torch
+
+    try:
+        own = object.__getattribute__(t, "__dict__")
+    except AttributeError:
+        return []
+    return sorted(k for k in list(own) if isinstance(k, str) and hasattr(torch.Tensor, k))
+
+
 def exact_types(expected, actual) -> str | None:
     """None when the output has the reference's structure (as many outputs, in the same kind of
     container) and every output is a plain torch.Tensor of the reference's dtype, else what differs."""
@@ -1123,6 +1153,9 @@ def exact_types(expected, actual) -> str | None:
         if isinstance(e, torch.Tensor):
             if type(a) is not torch.Tensor:
                 return f"returned a {type(a).__module__}.{type(a).__name__}, not a plain torch.Tensor"
+            if own := shadowed_methods(a):
+                return (f"returned a torch.Tensor with attributes of its own over Tensor's ({', '.join(own[:4])}): "
+                        "what reads it would run the candidate's code")  # fmt: skip
             if a.dtype != e.dtype:
                 return f"returned dtype {a.dtype}, the reference returns {e.dtype}"
     return None

@@ -452,15 +452,18 @@ def early_read(out: Any) -> EarlyRead:
     high-priority stream that first waits for the current one (so its small copies are not queued behind
     the pending blocks of a large kernel on another stream), which the current stream then waits for. Does
     not synchronise; read `EarlyRead.changed()` after `torch.cuda.synchronize()`."""
-    from kb_agent.evaluator.compare import flatten_outputs
+    from kb_agent.evaluator.compare import flatten_outputs, plain
 
     views: list[Callable[[], torch.Tensor]] = []
     copies: list[torch.Tensor] = []
     by_device: dict[torch.device, list[Callable[[], torch.Tensor]]] = {}
     for t in flatten_outputs(out):
-        if not isinstance(t, torch.Tensor) or t.device.type != "cuda" or t.numel() == 0:
+        if not isinstance(t, torch.Tensor):
             continue
-        flat = t.detach().reshape(-1)
+        t = plain(t)
+        if t.device.type != "cuda" or t.numel() == 0:
+            continue
+        flat = t.reshape(-1)
         n = flat.numel()
         mine = by_device.setdefault(t.device, [])
         mine.append(lambda f=flat, n=n: f[max(0, n - _READ_TAIL) :])

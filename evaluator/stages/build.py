@@ -179,8 +179,6 @@ def load_candidate(ev) -> Verdict | None:
 def arm_strict_checks(ev, backend: str) -> None:
     """Snapshot what the evaluator relies on and start watching side effects, before the candidate's
     code first runs (its import)."""
-    import threading
-
     from kb_agent.evaluator.strict import (
         DispatchGuard,
         PinnedState,
@@ -191,6 +189,7 @@ def arm_strict_checks(ev, backend: str) -> None:
         library_work,
         process_settings,
         static_findings,
+        thread_idents,
         torch_modules,
         torch_ops,
     )
@@ -206,7 +205,7 @@ def arm_strict_checks(ev, backend: str) -> None:
     ev.dispatch_guard = DispatchGuard(ev.torch)  # (runs the harness's comparison once: before the monitor)
     ev.settings_before = process_settings(ev.torch)
     ev.hooks_before = interpreter_hooks()
-    ev.threads_before = {t.ident for t in threading.enumerate()}
+    ev.threads_before = thread_idents()
     roots = [ev.workdir, ev.build_root, os.environ.get("TRITON_CACHE_DIR", ev.workdir),
              os.environ.get("TMPDIR", ev.workdir)]  # fmt: skip
     from kb_agent.evaluator.build import LoadInlineWrapper

@@ -344,17 +344,19 @@ def judge_call(ev, inputs: list, before: list, out, what: str, seed: int) -> Non
     dropout in training mode, meets the same draws)."""
     from kb_agent.evaluator.compare import compare_outputs, flatten_outputs
     from kb_agent.evaluator.stages.strict_trials import record_in_place
-    from kb_agent.evaluator.strict import changed_inputs
+    from kb_agent.evaluator.strict import changed_inputs, shadowed_methods
 
     torch = ev.torch
     record_tampering(ev, f"after {what}")
     # a plain tensor, as in the strict trials (`exact_type`): a subclass can compute when it is first
     # read, after the timed window, here (checked by type alone, before anything reads it)
-    lazy = {
-        type(t).__name__
-        for t in flatten_outputs(out)
-        if isinstance(t, torch.Tensor) and type(t) is not torch.Tensor
-    }
+    # (or a plain tensor with methods of its own, `strict.shadowed_methods`, which compute when read too)
+    lazy = set()
+    for t in flatten_outputs(out):
+        if isinstance(t, torch.Tensor) and type(t) is not torch.Tensor:
+            lazy.add(type(t).__name__)
+        elif isinstance(t, torch.Tensor) and (own := shadowed_methods(t)):
+            lazy.add(f"torch.Tensor with attributes of its own over Tensor's ({', '.join(own[:4])})")
     ev.checks.record("exact_type", not lazy, f"the output of {what} was a {', '.join(sorted(lazy))}, not a plain "
                      "torch.Tensor: work deferred until the output is read?" if lazy else "")  # fmt: skip
     flat_before = flatten_outputs(before)

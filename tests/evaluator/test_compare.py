@@ -563,3 +563,25 @@ def test_an_output_of_another_structure_is_infinitely_wrong_and_of_another_type(
     assert exact_types(e, ()) is not None
     assert exact_types((e, e), [e, e]) is not None  # a list where the reference returns a tuple
     assert exact_types((e, e), (e, e.clone())) is None
+
+
+def test_an_output_with_methods_of_its_own_is_read_through_tensors_class():
+    """helper-23 (2026-12-07): a plain tensor whose instance attribute `detach` returned 2x its values
+    passed a 0.5x output through the comparison, the relative error, the poison pass and the in-place
+    check; readers now go through `compare.plain` (Tensor's own detach) and strict mode names it."""
+    from kb_agent.evaluator.kernel_probe import output_unchanged
+    from kb_agent.evaluator.strict import exact_types, same_values, shadowed_methods
+
+    e = torch.rand(64) + 0.5
+    half = e * 0.5
+    half.detach = lambda: torch.Tensor.detach(half) * 2
+    half.is_floating_point = lambda: True
+    assert not compare_outputs(e, half, 1e-4, 1e-4, 0, 0).passed
+    assert relative_error(e, half) == pytest.approx(0.5)
+    assert not output_unchanged(torch, half, e, 1e-4, 1e-4)
+    assert not same_values(torch, half, e)
+    assert shadowed_methods(half) == ["detach", "is_floating_point"]
+    assert "detach" in exact_types(e, half)
+    ok = e.clone()
+    ok.note = "a name of the candidate's own is no method of Tensor's"
+    assert shadowed_methods(ok) == [] and exact_types(e, ok) is None

@@ -534,3 +534,36 @@ def test_the_collector_is_off_after_the_constructor_and_a_candidate_switching_it
         assert interpreter_hooks()["gc enabled"] != ev.hooks_before["gc enabled"]
     finally:
         (gc.enable if was else gc.disable)()
+
+
+def test_a_thread_started_through_thread_module_is_seen_alive():
+    """helper-23 (2026-12-07): a thread from `_thread.start_new_thread` is never in
+    threading.enumerate(); one that wrote torch.relu(x) into the output after forward returned passed
+    every check with a forged speedup. `live_threads` now reads every thread running Python code."""
+    import _thread
+    import threading
+
+    from kb_agent.evaluator.strict import live_threads, thread_idents
+
+    before = thread_idents()
+    go, started = threading.Event(), threading.Event()
+
+    def wait():
+        started.set()
+        go.wait(10)
+
+    _thread.start_new_thread(wait, ())
+    started.wait(10)
+    try:
+        (found,) = live_threads(before)
+        assert "_thread" in found
+    finally:
+        go.set()
+    named = threading.Thread(target=go.wait, args=(10,), name="of-its-own")
+    go.clear()
+    named.start()
+    try:
+        assert "of-its-own" in live_threads(before)
+    finally:
+        go.set()
+        named.join()
