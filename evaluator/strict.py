@@ -213,6 +213,11 @@ class TamperGuard:
             (name, key, value, _copy(value)) for name in contents for key, value in self.snapshot[name].items()
             if type(value) in _CONTAINERS and (getattr(objects[name], "__name__", name), key) not in _MUTABLE_GLOBALS
         ]  # fmt: skip
+        # the numbers and short strings among them, and in their containers, by value: an object keeps its
+        # identity when native code rewrites it in place (libc's memcpy through ctypes made the float
+        # TOLERANCES["fp32"], which ev.atol is, 10.0: a 0.5x ReLU passed, helper-23, 2026-12-07)
+        self._values = [(f"{name}.{label}", obj, repr(obj)) for name in contents
+                        for label, obj in _plain_values(self.snapshot[name])]  # fmt: skip
         # what `import` hands the evaluator's own code: a copy of `kb_agent.evaluator.compare` put into
         # sys.modules, the original untouched, served a stage's function-level import, which compared the
         # reference's output with itself (helper-18, 2026-12-07). Every guarded module's entry, and the
@@ -240,6 +245,8 @@ class TamperGuard:
                 if f"{name}.{key}" not in replaced and not _same_insides(chain)]  # fmt: skip
         out += [f"{name}.{key} (its contents)" for name, key, value, then in self._contents
                 if f"{name}.{key}" not in replaced and not _same_contents(value, then)]  # fmt: skip
+        out += [f"{label} (its value, {then} -> {now})" for label, obj, then in self._values
+                if (now := repr(obj)) != then]  # fmt: skip
         modules = sys.modules
         if modules is not self._sys_modules:
             out.append("sys.modules")
@@ -468,6 +475,24 @@ def torch_modules() -> dict[str, Any]:
     return {name: mod for name, mod in list(sys.modules.items())
             if (name == "torch" or name.startswith("torch.")) and isinstance(mod, types.ModuleType)
             and not any(name == u or name.startswith(u + ".") for u in _UNREACHED)}  # fmt: skip
+
+
+def _plain_values(namespace: dict, depth: int = 2, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """(label, object) for the numbers and short strings (`_VALUE_TYPES`) of `namespace` (a module's
+    attributes, dunder names left out; "MAX_RELATIVE_ERROR[fp32]") and, `depth` levels down, of its
+    dicts, lists and tuples."""
+    for key, value in namespace.items():
+        if not prefix and isinstance(key, str) and key.startswith("__"):
+            continue
+        label = f"{prefix}[{key}]" if prefix else str(key)
+        if type(value) in _VALUE_TYPES and (type(value) is not str or len(value) <= 100):
+            yield label, value
+        elif depth and type(value) in (dict, list, tuple):
+            items = value.items() if type(value) is dict else enumerate(value)
+            yield from _plain_values(dict(items), depth - 1, label)
+
+
+_VALUE_TYPES = (int, float, complex, str)
 
 
 def _copy(value):
@@ -1040,14 +1065,27 @@ class SideEffectMonitor:
 
 def _reaches_the_interpreter(event: str, args: tuple) -> bool:
     """Whether a ctypes audit event is a way into the interpreter's own memory: a symbol of its C API
-    looked up ("Py...", "_Py...", through `ctypes.pythonapi` or any handle), or an address made an
-    object or a ctypes object (`PyObj_FromPtr`, `from_address`). Other foreign calls stay the
+    looked up ("Py...", "_Py...", through `ctypes.pythonapi` or any handle), a C library function that
+    writes memory at an address it is given or looks symbols up itself (`_RAW_MEMORY`: libc's memcpy onto
+    `id(x)` rewrote the evaluator's tolerance floats in place, helper-23, 2026-12-07), or an address
+    made an object or a ctypes object (`PyObj_FromPtr`, `from_address`). Other foreign calls stay the
     candidate's own, as a C++ extension's are (a fork through libc is the process checks' to see);
     ctypes' memmove and memset raise no audit event (Python 3.11), so the static rules name them."""
     if event == "ctypes.dlsym":
         name = args[1] if len(args) > 1 else ""
-        return isinstance(name, str) and name.startswith(("Py", "_Py"))
+        return isinstance(name, str) and (name.startswith(("Py", "_Py")) or name in _RAW_MEMORY)
     return event in ("ctypes.PyObj_FromPtr", "ctypes.cdata")
+
+
+# C library functions that write memory at an address the caller gives (or change its protection), or
+# hand back other symbols' addresses: through ctypes each reaches any Python object by `id()`
+_RAW_MEMORY = frozenset({
+    "memcpy", "memmove", "memset", "mempcpy", "memccpy", "bcopy", "bzero", "explicit_bzero", "wmemcpy",
+    "wmemmove", "wmemset", "strcpy", "strncpy", "stpcpy", "stpncpy", "strcat", "strncat", "wcscpy",
+    "sprintf", "snprintf", "vsprintf", "vsnprintf", "swab", "read", "pread", "pread64", "fread", "recv",
+    "mprotect", "pkey_mprotect", "process_vm_writev", "process_vm_readv", "ptrace", "dlsym", "dlvsym",
+    "dlopen", "dlmopen",
+})  # fmt: skip
 
 
 def thread_idents() -> set[int]:

@@ -219,8 +219,12 @@ def arm_strict_checks(ev, backend: str) -> None:
     own = {name: mod for name, mod in sys.modules.items() if name in _OWN_MODULES}
     own.update({"Evaluation": type(ev), "Channel": type(ev.chan), "Checks": type(ev.checks),
                 "SideEffectMonitor": SideEffectMonitor, "TamperGuard": TamperGuard})  # fmt: skip
-    ours = tuple(name for name in own if name.startswith("kb_agent.evaluator"))  # their constants too
+    # their constants too, and the settings' (TOLERANCES: what ev.atol and ev.rtol are)
+    ours = tuple(name for name in own if name.startswith("kb_agent.evaluator")) + (
+        "kb_agent.evaluator.settings",
+    )
     own.update({name: sys.modules[name] for name in _HELPER_MODULES if name in sys.modules})
+    ours = tuple(name for name in ours if name in own)
     ref_model = getattr(ev, "ref_model", None)  # constructed by now, but in a build child (`prebuild`)
     ev.guard = TamperGuard(
         {**guarded_objects(ev.torch, ev.ref_mod, ref_model), **own},

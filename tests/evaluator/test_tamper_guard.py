@@ -514,6 +514,30 @@ def test_ctypes_into_the_interpreter_is_told_from_other_foreign_calls():
     assert _reaches_the_interpreter("ctypes.cdata", (id(5),))
     assert not _reaches_the_interpreter("ctypes.dlsym", (ctypes.CDLL(None), "fork"))
     assert not _reaches_the_interpreter("ctypes.dlopen", (None,))
+    # helper-23: libc's memcpy onto id(x) rewrote the evaluator's tolerance floats in place
+    assert _reaches_the_interpreter("ctypes.dlsym", (ctypes.CDLL(None), "memcpy"))
+    assert _reaches_the_interpreter("ctypes.dlsym", (ctypes.CDLL(None), "dlsym"))
+
+
+def test_a_guarded_number_rewritten_in_place_is_named():
+    """helper-23 (2026-12-07): libc's memcpy onto `id(TOLERANCES["fp32"]) + 16` made the float 10.0,
+    the object (and ev.atol, the same object) unchanged by identity: a 0.5x ReLU passed every check.
+    The guard now keeps the evaluator's numbers and short strings by value too."""
+    import ctypes
+    import struct
+
+    m = types.ModuleType("kb_agent_guarded_numbers")
+    m.TOLERANCES, m.FLOOR, m.NAMES = {"fp32": float("1e-4") * 1.0}, 0.25 * 1.0, ("cuda", "cpu")
+    guard = TamperGuard({"m": m}, contents=("m",))
+    assert guard.changed() == []
+    f = m.TOLERANCES["fp32"]
+    ctypes.memmove(id(f) + 16, struct.pack("d", 10.0), 8)  # PyFloatObject: refcount, type, the double
+    try:
+        assert m.TOLERANCES["fp32"] is f and f == 10.0
+        assert guard.changed() == ["m.TOLERANCES[fp32] (its value, 0.0001 -> 10.0)"]
+    finally:
+        ctypes.memmove(id(f) + 16, struct.pack("d", 1e-4), 8)
+    assert guard.changed() == []
 
 
 def test_the_collector_is_off_after_the_constructor_and_a_candidate_switching_it_on_is_seen():
