@@ -436,6 +436,20 @@ def pause_collections(ev) -> None:
         ev.hooks_before["gc enabled"] = False
 
 
+def collect_garbage(ev) -> None:
+    """In strict mode, collect the young generations (everything made since the collector was switched
+    off, less what two collections here found alive), right before a call of the candidate: a `__del__`
+    or callback of its own then runs where its forward would, before the checks that follow that call,
+    and cyclic garbage does not pile up. Triton's interpreter leaves every launch's arguments in a
+    reference cycle: with the collector off, an honest kernel on a 16M-element CPU problem leaked 128 MB
+    a launch until the memory limit killed it (helper-23, 2026-12-07). Made before any harness step of
+    that call (the free-memory poison, the draws), never inside a timed loop."""
+    import gc
+
+    if ev.strict:
+        gc.collect(1)
+
+
 def process_settings(torch_mod) -> dict[str, Any]:
     """torch's process-wide settings that change how, or how fast, the reference runs: its thread counts,
     default dtype, math modes (TF32, reduced-precision reductions, deterministic algorithms) and backend

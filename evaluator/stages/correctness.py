@@ -8,6 +8,7 @@ import time
 
 from kb_agent.evaluator.context import Verdict, describe_exception, record_tampering, set_seed
 from kb_agent.evaluator.result import CorrectnessInfo, Status
+from kb_agent.evaluator.strict import collect_garbage
 
 
 def run(ev) -> None:
@@ -43,6 +44,7 @@ def run(ev) -> None:
             if i == 0 and ev.pinned is not None:  # what a reference's first call sets up is its own
                 ev.pinned.repin_reference(ev)
             try:
+                collect_garbage(ev)
                 set_seed(s)
                 actual = ev.new_model(*ev.clone(inputs))
                 ev.sync()

@@ -9,6 +9,7 @@ import itertools
 from typing import Any
 
 from kb_agent.evaluator.context import record_tampering, set_seed, tensors
+from kb_agent.evaluator.strict import collect_garbage
 
 
 def run(ev) -> None:
@@ -48,6 +49,7 @@ def _trial(ev, name: str, inputs: list, seed: int) -> None:
     torch = ev.torch
     cand_in = ev.clone(inputs)
     with torch.no_grad():
+        collect_garbage(ev)
         poison_free_memory(ev)
         try:
             set_seed(seed)  # before each model's call, as in KernelBench's trials (dropout draws the same)
@@ -206,6 +208,7 @@ def check_custom_kernels(ev) -> None:
     # holds the answer already (the reference's freed output), which would read as a launch that wrote nothing
     set_seed(seed)
     inputs = ev.draw_inputs()
+    collect_garbage(ev)
     poison_free_memory(ev)
     try:
         observed = [observe_pass(inputs)]
@@ -220,6 +223,7 @@ def check_custom_kernels(ev) -> None:
         inputs = None  # only a look again (below) needs them: not alive beside the poison pass's
     set_seed(seed + 1)
     other = ev.draw_inputs()
+    collect_garbage(ev)
     poison_free_memory(ev)
     unchanged, poison_error, out = None, None, None
     try:

@@ -8,6 +8,7 @@ import time
 
 from kb_agent.evaluator.context import record_tampering, set_seed, tensors
 from kb_agent.evaluator.result import TimingInfo
+from kb_agent.evaluator.strict import collect_garbage
 
 
 def reference_alone(ev) -> None:
@@ -96,6 +97,7 @@ def run(ev) -> None:
     torch, st = ev.torch, ev.settings
     ev.chan.send("stage", name="timing")
     t0 = time.perf_counter()
+    collect_garbage(ev)  # (before the check: what a __del__ leaves, it sees)
     if ev.strict:  # what the candidate's last calls (the kernel probe's, the strict trials') left
         record_tampering(ev, "before the timing stage")
     set_seed(st.seed)
@@ -402,6 +404,7 @@ def checked_call(ev, inputs: list, layout: list) -> None:
             if isinstance(a, torch.Tensor) and a.is_floating_point():
                 timing.add_offsets(a, gens(a.device))
     before = ev.clone(inputs)  # the values the call gets, the reference's to change (not the problem's)
+    collect_garbage(ev)
     with torch.no_grad():
         set_seed(seed)
         out = ev.new_model(*inputs)

@@ -47,6 +47,17 @@ def test_correct_triton_kernel(tmp_path, monkeypatch):
     assert EvalResult.from_json(r.to_json()) == r
 
 
+@pytest.mark.slow
+def test_cyclic_garbage_of_an_honest_kernel_is_collected_between_its_calls_in_strict_mode():
+    """helper-23 (2026-12-07): with the collector off after the constructor (`strict.pause_collections`),
+    the reference cycle Triton's interpreter leaves around every launch's arguments was never freed, and
+    an honest kernel on a 16M-element problem was killed at the memory limit. Strict mode now collects
+    the young generations right before each checked call (`strict.collect_garbage`); this candidate
+    raises once four of its calls have left garbage that nothing collected."""
+    r = run("triton_relu_cyclic_garbage")
+    assert r.status == Status.CORRECT, r.message
+
+
 def test_one_element_off_is_incorrect_with_a_useful_diff():
     r = run("triton_relu_off_by_one")
     assert r.status == Status.INCORRECT
