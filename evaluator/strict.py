@@ -446,7 +446,7 @@ def collect_garbage(ev) -> None:
     that call (the free-memory poison, the draws), never inside a timed loop."""
     import gc
 
-    if ev.strict:
+    if getattr(ev, "strict", False):
         gc.collect(1)
 
 
