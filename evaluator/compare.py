@@ -26,6 +26,7 @@ _allclose = torch.allclose
 _equal = torch.equal  # (the exact-output shortcut's; likewise)
 _vector_norm = torch.linalg.vector_norm  # (strict mode's relative error; likewise)
 _detach = torch.Tensor.detach
+_clone = torch.Tensor.clone
 
 
 def plain(t: torch.Tensor) -> torch.Tensor:
@@ -48,7 +49,7 @@ def clone_args(values: Any) -> Any:
     """A copy of call arguments: every tensor cloned (`Tensor.clone`: a dense tensor keeps its strides, an
     expanded or overlapping one becomes contiguous), inside lists and tuples too; anything else shared."""
     if isinstance(values, torch.Tensor):
-        return values.clone()
+        return _clone(values)  # (Tensor's own: the candidate may have had `values`, see `plain`)
     if type(values) in (list, tuple):
         return type(values)(clone_args(v) for v in values)
     return values

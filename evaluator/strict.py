@@ -1159,9 +1159,14 @@ def in_place_mismatches(torch_mod, before: list, candidate_after: dict, referenc
     reference (`torch.relu_(x)`) allows an in-place kernel, as KernelBench's contract does. Returns the
     indices, ascending.
     """
+    from kb_agent.evaluator.compare import plain
+
     bad = []
     for i, after in sorted(candidate_after.items()):
-        ref = reference_after[i]
+        after, ref = (
+            plain(after),
+            reference_after[i],
+        )  # (`after` is the candidate's tensor: Tensor's own methods)
         allowed = (
             isinstance(ref, torch_mod.Tensor)
             and not same_values(torch_mod, ref, before[i])

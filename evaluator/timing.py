@@ -676,6 +676,15 @@ def time_strict(
                        last_seed=last_seed)  # fmt: skip
 
 
+# Tensor's own methods, for the harness's reads and writes of the timed tensors: the candidate has had
+# them, and a method looked up on one can be an attribute of its own (`x.copy_ = f` ran the candidate's
+# code at each fresh draw, which computed the next output there, outside the timed window, helper-24,
+# 2026-12-07; `strict.shadowed_methods` names such a tensor)
+_copy_into = torch.Tensor.copy_
+_stride = torch.Tensor.stride
+_is_float = torch.Tensor.is_floating_point
+
+
 class InputsAltered(Exception):
     """A tensor the candidate is timed with changed its shape, strides, dtype or device between calls
     (`resize_`, `as_strided_`, `set_` on its own input): its values can no longer be written as the
@@ -693,27 +702,35 @@ def _write_fresh(pairs: list, into_base: bool, seed: int) -> None:
     """
     gens = seeded_generators(seed)
     for a, b in pairs:
-        if into_base and a.is_floating_point():
+        if into_base and _is_float(a):
             add_offsets(b, gens(b.device))
-            a.copy_(b)
+            _copy_into(a, b)
         else:
-            a.copy_(b)
-            if a.is_floating_point():
+            _copy_into(a, b)
+            if _is_float(a):
                 add_offsets(a, gens(a.device))
 
 
 def _layout_of(t: torch.Tensor) -> tuple:
-    return (tuple(t.shape), t.stride(), t.dtype, t.device)
+    return (tuple(t.shape), _stride(t), t.dtype, t.device)
 
 
 def _check_layouts(timed: list, layout: list) -> None:
     """Raises InputsAltered where a timed tensor's shape, strides, dtype or device differ from `layout`
-    (as the stage made them), before fresh values are written into it."""
+    (as the stage made them), or it has attributes of its own over Tensor's, before fresh values are
+    written into it."""
+    from kb_agent.evaluator.strict import shadowed_methods
+
     for i, (a, then) in enumerate(zip(timed, layout, strict=True)):
+        if own := shadowed_methods(a):
+            raise InputsAltered(
+                f"input tensor {i} was given attributes of its own over Tensor's ({', '.join(own[:4])}) between "
+                "timed calls: the harness's writes of fresh values would run the candidate's code"
+            )
         if _layout_of(a) != then:
             raise InputsAltered(
                 f"input tensor {i} changed from shape {then[0]}, strides {then[1]} to shape "
-                f"{tuple(a.shape)}, strides {a.stride()} between timed calls: the candidate resized or "
+                f"{tuple(a.shape)}, strides {_stride(a)} between timed calls: the candidate resized or "
                 "restrided its own input in place"
             )
 
@@ -727,7 +744,7 @@ def _write_drawn(timed: list, values: list) -> None:
     new = [v for v in flatten_outputs(values) if isinstance(v, torch.Tensor)]
     with torch.no_grad():
         for a, v in zip(timed, new, strict=True):
-            a.copy_(v)
+            _copy_into(a, v)
 
 
 def _offset_like(values: list, seed: int) -> None:

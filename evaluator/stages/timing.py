@@ -450,7 +450,9 @@ def _write_draw(ev, inputs: list, seed: int) -> bool:
     with torch.no_grad():  # (an input that requires grad is written as any other)
         for i, a in enumerate(timed):
             if isinstance(a, torch.Tensor):
-                a.copy_(drawn[i])
+                torch.Tensor.copy_(
+                    a, drawn[i]
+                )  # (Tensor's own: `a` is the candidate's, see timing._copy_into)
             drawn[i] = None
     return True
 
@@ -458,7 +460,7 @@ def _write_draw(ev, inputs: list, seed: int) -> bool:
 def _layout(torch, values: list) -> list:
     from kb_agent.evaluator.compare import flatten_outputs
 
-    return [(tuple(a.shape), a.stride(), a.dtype, a.device) for a in flatten_outputs(values)
+    return [(tuple(a.shape), torch.Tensor.stride(a), a.dtype, a.device) for a in flatten_outputs(values)
             if isinstance(a, torch.Tensor)]  # fmt: skip
 
 
@@ -466,6 +468,15 @@ def _record_altered(ev, inputs: list, layout: list, when: str) -> bool:
     """Whether a timed tensor's shape, strides, dtype or device differ from `layout` (the candidate
     resized or restrided its own input: `resize_`, `as_strided_`, `set_`); if so `inputs_unchanged`
     fails, naming the first."""
+    from kb_agent.evaluator.compare import flatten_outputs
+    from kb_agent.evaluator.strict import shadowed_methods
+
+    for i, a in enumerate(t for t in flatten_outputs(inputs) if isinstance(t, ev.torch.Tensor)):
+        if own := shadowed_methods(a):
+            ev.checks.record("inputs_unchanged", False,
+                             f"input tensor {i} was given attributes of its own over Tensor's ({', '.join(own[:4])}) "
+                             f"{when}: what the harness does with its inputs would run the candidate's code")  # fmt: skip
+            return True
     current = _layout(ev.torch, inputs)
     if len(current) != len(layout):
         ev.checks.record("inputs_unchanged", False, f"the candidate's input tensors went from {len(layout)} to "

@@ -585,3 +585,22 @@ def test_an_output_with_methods_of_its_own_is_read_through_tensors_class():
     ok = e.clone()
     ok.note = "a name of the candidate's own is no method of Tensor's"
     assert shadowed_methods(ok) == [] and exact_types(e, ok) is None
+
+
+def test_an_input_with_methods_of_its_own_is_written_and_copied_through_tensors_class():
+    """helper-24 (2026-12-07): an input tensor given `copy_` of its own ran the candidate's code in the
+    harness's write of fresh values (strict timing), outside the timed window; the harness's writes,
+    copies and layouts now go through Tensor's own methods, and the layout check names the tensor."""
+    from kb_agent.evaluator import timing
+    from kb_agent.evaluator.compare import clone_args
+
+    x = torch.zeros(8)
+    ran = []
+    x.copy_ = lambda *a, **k: ran.append("copy_")
+    x.clone = lambda *a, **k: ran.append("clone")
+    x.stride = lambda *a, **k: ran.append("stride") or (1,)
+    assert torch.equal(clone_args([x])[0], torch.zeros(8))
+    with pytest.raises(timing.InputsAltered, match="attributes of its own"):
+        timing._check_layouts([x], [timing._layout_of(x)])
+    timing._write_drawn([x], [torch.ones(8)])
+    assert ran == [] and torch.equal(torch.Tensor.detach(x), torch.ones(8))
