@@ -209,6 +209,12 @@ class TamperGuard:
         # closure cell, defaults), under any wrapper too (`torch.manual_seed` is one): kept as they are now
         self.insides = {(name, key): inside for name, _, key_values in self._items if name not in self.lenient
                         for key, value in key_values if (inside := _insides(value))}  # fmt: skip
+        # every tuple those functions hold (`_tuples_held`), all in one pass of identity tests in C, and
+        # their floats by value; the function is named only when that pass finds a change
+        held = [h for chain in self.insides.values() for e in chain if e[0] == "function" for h in e[-1]]
+        self._tuples = [t for t, _, _ in held]
+        self._tuple_items = list(itertools.chain.from_iterable(self._tuples))
+        self._floats = [(t, copies) for t, _, copies in held if copies]
         self._contents = [
             (name, key, value, _copy(value)) for name in contents for key, value in self.snapshot[name].items()
             if type(value) in _CONTAINERS and (getattr(objects[name], "__name__", name), key) not in _MUTABLE_GLOBALS
@@ -241,8 +247,9 @@ class TamperGuard:
         for name, obj, keys in self.closed:
             out += [f"{name}.{key}" for key in vars(obj).keys() - keys]
         replaced = set(out)
+        consts = self._same_tuples()
         out += [f"{name}.{key} (its code)" for (name, key), chain in self.insides.items()
-                if f"{name}.{key}" not in replaced and not _same_insides(chain)]  # fmt: skip
+                if f"{name}.{key}" not in replaced and not _same_insides(chain, consts)]  # fmt: skip
         out += [f"{name}.{key} (its contents)" for name, key, value, then in self._contents
                 if f"{name}.{key}" not in replaced and not _same_contents(value, then)]  # fmt: skip
         out += [f"{label} (its value, {then} -> {now})" for label, obj, then in self._values
@@ -254,6 +261,14 @@ class TamperGuard:
         out += [f"sys.modules[{name!r}] (new)" for name in list(modules)
                 if name.partition(".")[0] == _PACKAGE and name not in self._own_names]  # fmt: skip
         return out
+
+    def _same_tuples(self) -> bool:
+        """Whether every tuple the guarded functions hold (their defaults and constants) holds the same
+        objects, and its floats the same values (`_tuples_held`)."""
+        now = itertools.chain.from_iterable(self._tuples)
+        return (sum(map(len, self._tuples)) == len(self._tuple_items)
+                and all(map(operator.is_, now, self._tuple_items))
+                and all(_same_floats(t, copies) for t, copies in self._floats))  # fmt: skip
 
     def _replaced(self, at: list[int]) -> list[str]:
         """The attributes replaced or deleted, and the class attributes added that hide a base's, of the
@@ -541,16 +556,59 @@ def _insides(value: Any) -> list[tuple]:
                 cells.append(None)
         kw = value.__kwdefaults__
         wrapped = vars(value).get("__wrapped__")
-        out.append(
-            ("function", value, value.__code__, value.__defaults__, kw, dict(kw or {}), tuple(cells), wrapped)
-        )
+        consts = _tuples_held(value.__code__, value.__defaults__)
+        out.append(("function", value, value.__code__, value.__defaults__, kw, dict(kw or {}), tuple(cells),
+                    wrapped, consts))  # fmt: skip
         value = wrapped
     return out
 
 
-def _same_insides(chain: list[tuple]) -> bool:
+def _tuples_held(code, defaults: tuple | None) -> list[tuple]:
+    """(tuple, its items then, the reprs of its numbers and short strings then) for a function's
+    defaults and the constants of its code and of every code object nested in it: native code rewrites
+    a tuple's slot, or a number, in place, the function and code objects unchanged (`ctypes.memmove` made
+    a `False` of `compare._margin_pass`'s constants `True`, and every trial passed, helper-24, 2026-12-07)."""
+    import types
+
+    out, todo, seen = [], [code], set()
+    if defaults:
+        out.append((defaults, list(defaults), _reprs(defaults)))
+    while todo:
+        c = todo.pop()
+        if id(c) in seen:
+            continue
+        seen.add(id(c))
+        out.append((c.co_consts, list(c.co_consts), _reprs(c.co_consts)))
+        todo += [k for k in c.co_consts if isinstance(k, types.CodeType)]
+    return out
+
+
+def _reprs(items: tuple) -> tuple:
+    """Copies of the floats and complex numbers among `items`, new objects (a copy compares by value with
+    the object it came from, which may be rewritten in place; ints and strings are left to the slots'
+    identity: CPython shares the small ones process-wide, and rewriting those breaks the interpreter)."""
+    return tuple(complex(repr(k)) if type(k) is complex else float.fromhex(k.hex())
+                 for k in items if type(k) in (float, complex))  # fmt: skip
+
+
+def _same_floats(t: tuple, copies: tuple) -> bool:
+    """Whether the floats and complex numbers of `t` equal `copies` (`_reprs`), NaN equal to NaN."""
+    return all(
+        a == b or (a != a and b != b)
+        for a, b in zip((k for k in t if type(k) in (float, complex)), copies, strict=False)
+    )
+
+
+def _same_tuples(held: list[tuple]) -> bool:
+    """Whether each tuple of `_tuples_held` holds the same objects, and its floats the same values."""
+    return all(len(t) == len(items) and all(map(operator.is_, t, items)) and _same_floats(t, copies)
+               for t, items, copies in held)  # fmt: skip
+
+
+def _same_insides(chain: list[tuple], consts: bool = False) -> bool:
     """Whether each link of an `_insides` chain still holds what it held then (identity tests, and the
-    keyword dicts' items: nothing is built but for a partial's)."""
+    keyword dicts' items: nothing is built but for a partial's); `consts`: the tuples its functions hold
+    are known to be unchanged (`TamperGuard._same_tuples`), else they are tested too."""
     for entry in chain:
         kind, obj = entry[0], entry[1]
         if kind == "holder":
@@ -562,8 +620,10 @@ def _same_insides(chain: list[tuple]) -> bool:
             if obj.func is not func or obj.args is not args or not _same_items(obj.keywords, keywords):
                 return False
             continue
-        _, fn, code, defaults, kw, kw_items, cells, wrapped = entry
+        _, fn, code, defaults, kw, kw_items, cells, wrapped, held = entry
         if fn.__code__ is not code or fn.__defaults__ is not defaults or fn.__kwdefaults__ is not kw:
+            return False
+        if not consts and not _same_tuples(held):
             return False
         if kw is not None and not _same_items(kw, kw_items):
             return False

@@ -591,3 +591,37 @@ def test_a_thread_started_through_thread_module_is_seen_alive():
     finally:
         go.set()
         named.join()
+
+
+def test_a_guarded_functions_constants_rewritten_in_place_are_named():
+    """helper-24 (2026-12-07): ctypes.memmove pointed a slot of `compare._margin_pass`'s constants from
+    False to True, the function and its code unchanged by identity, and a 0.5x ReLU passed. The guard
+    keeps each guarded function's defaults and constants (nested code objects' too) slot by slot, and
+    their floats by value."""
+    import ctypes
+    import struct
+
+    def f(x, scale=1.5):
+        return [x * 0.25 for _ in range(2)] if x else False
+
+    m = types.ModuleType("kb_agent_guarded_code")
+    m.f = f
+    guard = TamperGuard({"m": m})
+    assert guard.changed() == []
+    consts = f.__code__.co_consts
+    i = consts.index(False)
+    ctypes.memmove(id(consts) + 24 + 8 * i, struct.pack("Q", id(True)), 8)  # PyTupleObject's ob_item[i]
+    try:
+        assert f.__code__.co_consts[i] is True and guard.changed() == ["m.f (its code)"]
+    finally:
+        ctypes.memmove(id(consts) + 24 + 8 * i, struct.pack("Q", id(False)), 8)
+    assert guard.changed() == []
+    inner = next(c for c in consts if isinstance(c, types.CodeType))  # the comprehension's code (3.11)
+    quarter = next(k for k in inner.co_consts if k == 0.25)
+    ctypes.memmove(id(quarter) + 16, struct.pack("d", 2.5), 8)  # the float itself, in place
+    try:
+        assert guard.changed() == ["m.f (its code)"]
+    finally:
+        # (not the literal 0.25: this test's code shares that very object)
+        ctypes.memmove(id(quarter) + 16, struct.pack("d", float("0.25")), 8)
+    assert guard.changed() == []
