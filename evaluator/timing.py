@@ -712,7 +712,9 @@ def _write_fresh(pairs: list, into_base: bool, seed: int) -> None:
 
 
 def _layout_of(t: torch.Tensor) -> tuple:
-    return (tuple(t.shape), _stride(t), t.dtype, t.device)
+    # its class too: an input given a subclass of the candidate's (`x.__class__ = ...`) runs its
+    # __torch_function__ in every write of the harness's, Tensor's own methods included (helper-25)
+    return (tuple(t.shape), _stride(t), t.dtype, t.device, type(t))
 
 
 def _check_layouts(timed: list, layout: list) -> None:
@@ -726,6 +728,11 @@ def _check_layouts(timed: list, layout: list) -> None:
             raise InputsAltered(
                 f"input tensor {i} was given attributes of its own over Tensor's ({', '.join(own[:4])}) between "
                 "timed calls: the harness's writes of fresh values would run the candidate's code"
+            )
+        if type(a) is not then[4]:
+            raise InputsAltered(
+                f"input tensor {i} was made a {type(a).__module__}.{type(a).__name__} between timed calls: the "
+                "harness's writes of fresh values would run the candidate's code"
             )
         if _layout_of(a) != then:
             raise InputsAltered(

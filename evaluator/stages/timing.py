@@ -460,7 +460,7 @@ def _write_draw(ev, inputs: list, seed: int) -> bool:
 def _layout(torch, values: list) -> list:
     from kb_agent.evaluator.compare import flatten_outputs
 
-    return [(tuple(a.shape), torch.Tensor.stride(a), a.dtype, a.device) for a in flatten_outputs(values)
+    return [(tuple(a.shape), torch.Tensor.stride(a), a.dtype, a.device, type(a)) for a in flatten_outputs(values)
             if isinstance(a, torch.Tensor)]  # fmt: skip
 
 
@@ -483,6 +483,11 @@ def _record_altered(ev, inputs: list, layout: list, when: str) -> bool:
                          f"{len(current)} {when}: it changed a list argument in place")  # fmt: skip
         return True
     for i, (now, then) in enumerate(zip(current, layout, strict=True)):
+        if now[4] is not then[4]:
+            ev.checks.record("inputs_unchanged", False,
+                             f"input tensor {i} was made a {now[4].__module__}.{now[4].__name__} {when}: what the "
+                             "harness does with its inputs would run the candidate's code (helper-25)")  # fmt: skip
+            return True
         if now != then:
             ev.checks.record("inputs_unchanged", False,
                              f"input tensor {i} changed {when} from shape {then[0]}, strides {then[1]} to shape "

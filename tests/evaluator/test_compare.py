@@ -604,3 +604,13 @@ def test_an_input_with_methods_of_its_own_is_written_and_copied_through_tensors_
         timing._check_layouts([x], [timing._layout_of(x)])
     timing._write_drawn([x], [torch.ones(8)])
     assert ran == [] and torch.equal(torch.Tensor.detach(x), torch.ones(8))
+    # helper-25: an input made a subclass of the candidate's runs its __torch_function__ in every write
+    y = torch.zeros(8)
+    layout = [timing._layout_of(y)]
+
+    class Own(torch.Tensor):
+        pass
+
+    y.__class__ = Own
+    with pytest.raises(timing.InputsAltered, match="was made a"):
+        timing._check_layouts([y], layout)

@@ -253,10 +253,12 @@ def __init__(self):
     self.perturbed = False
 
 def forward(self, x):
-    key = (x.data_ptr(), x._version)
-    if self.key is not None and key[0] == self.key[0] and key[1] != self.key[1]:
+    # the tensor object itself (held, so its memory is not reused: a freed input's address came back in
+    # the next correctness trial, once collections freed Triton's interpreter cycles holding it)
+    key = (x, x._version)
+    if self.key is not None and key[0] is self.key[0] and key[1] != self.key[1]:
         self.perturbed = True  # the same tensor written between calls: strict timing has begun
-    if not self.perturbed and key == self.key:
+    if not self.perturbed and self.key is not None and key[0] is self.key[0] and key[1] == self.key[1]:
         return self.out  # the parity figure's calls
     for _ in range(8):  # work worth replaying
         y = relu_into(x.contiguous(), torch.empty_like(x))
@@ -283,9 +285,9 @@ def __init__(self):
     self.calls = 0
 
 def forward(self, x):
-    key = (x.data_ptr(), x._version)
+    key = (x, x._version)  # (the tensor object itself, held: see REPLAY_WHILE_UNWRITTEN)
     self.calls += 1
-    if key == self.key and self.calls % 3 == 0:
+    if self.key is not None and key[0] is self.key[0] and key[1] == self.key[1] and self.calls % 3 == 0:
         return self.out  # one call in three on unwritten inputs: the parity mean moves, its median does not
     for _ in range(8):  # work worth replaying
         y = relu_into(x.contiguous(), torch.empty_like(x))
