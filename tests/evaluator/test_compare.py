@@ -482,6 +482,7 @@ def test_end_to_end_a_stateful_kernel_is_nondeterministic():
     assert t.diagnosis.startswith("nondeterministic: a second call on the same inputs differs")
 
 
+@pytest.mark.slow
 def test_end_to_end_swapped_output_strides_are_a_transposed_layout():
     t = _evaluate("triton_matmul_transposed", "toy/small_matmul")
     assert "your output is the reference transposed" in t.diagnosis

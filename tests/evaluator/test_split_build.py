@@ -99,6 +99,7 @@ def test_a_correct_triton_candidate_gets_the_one_child_verdict_through_both_chil
     assert not list(tmp_path.glob("kb-eval-*"))  # both work directories removed
 
 
+@pytest.mark.slow
 def test_the_two_phases_apart_give_evaluates_verdict_and_stages(tmp_path, monkeypatch):
     # what an executor that sends the build and the run to two processes of one machine does (Ray's):
     # evaluate_build, its BuildPhase through JSON, then evaluate_run
