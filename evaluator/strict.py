@@ -564,7 +564,7 @@ def _insides(value: Any) -> list[tuple]:
 
 
 def _tuples_held(code, defaults: tuple | None) -> list[tuple]:
-    """(tuple, its items then, the reprs of its numbers and short strings then) for a function's
+    """(tuple, its items then, copies of its floats then: `_float_copies`) for a function's
     defaults and the constants of its code and of every code object nested in it: native code rewrites
     a tuple's slot, or a number, in place, the function and code objects unchanged (`ctypes.memmove` made
     a `False` of `compare._margin_pass`'s constants `True`, and every trial passed, helper-24, 2026-12-07)."""
@@ -572,18 +572,18 @@ def _tuples_held(code, defaults: tuple | None) -> list[tuple]:
 
     out, todo, seen = [], [code], set()
     if defaults:
-        out.append((defaults, list(defaults), _reprs(defaults)))
+        out.append((defaults, list(defaults), _float_copies(defaults)))
     while todo:
         c = todo.pop()
         if id(c) in seen:
             continue
         seen.add(id(c))
-        out.append((c.co_consts, list(c.co_consts), _reprs(c.co_consts)))
+        out.append((c.co_consts, list(c.co_consts), _float_copies(c.co_consts)))
         todo += [k for k in c.co_consts if isinstance(k, types.CodeType)]
     return out
 
 
-def _reprs(items: tuple) -> tuple:
+def _float_copies(items: tuple) -> tuple:
     """Copies of the floats and complex numbers among `items`, new objects (a copy compares by value with
     the object it came from, which may be rewritten in place; ints and strings are left to the slots'
     identity: CPython shares the small ones process-wide, and rewriting those breaks the interpreter)."""
@@ -592,7 +592,7 @@ def _reprs(items: tuple) -> tuple:
 
 
 def _same_floats(t: tuple, copies: tuple) -> bool:
-    """Whether the floats and complex numbers of `t` equal `copies` (`_reprs`), NaN equal to NaN."""
+    """Whether the floats and complex numbers of `t` equal `copies` (`_float_copies`), NaN equal to NaN."""
     return all(
         a == b or (a != a and b != b)
         for a, b in zip((k for k in t if type(k) in (float, complex)), copies, strict=False)

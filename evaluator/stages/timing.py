@@ -450,18 +450,17 @@ def _write_draw(ev, inputs: list, seed: int) -> bool:
     with torch.no_grad():  # (an input that requires grad is written as any other)
         for i, a in enumerate(timed):
             if isinstance(a, torch.Tensor):
-                torch.Tensor.copy_(
-                    a, drawn[i]
-                )  # (Tensor's own: `a` is the candidate's, see timing._copy_into)
+                # (Tensor's own: `a` is the candidate's, see timing._copy_into)
+                torch.Tensor.copy_(a, drawn[i])
             drawn[i] = None
     return True
 
 
 def _layout(torch, values: list) -> list:
     from kb_agent.evaluator.compare import flatten_outputs
+    from kb_agent.evaluator.timing import _layout_of
 
-    return [(tuple(a.shape), torch.Tensor.stride(a), a.dtype, a.device, type(a)) for a in flatten_outputs(values)
-            if isinstance(a, torch.Tensor)]  # fmt: skip
+    return [_layout_of(a) for a in flatten_outputs(values) if isinstance(a, torch.Tensor)]
 
 
 def _record_altered(ev, inputs: list, layout: list, when: str) -> bool:
