@@ -34,12 +34,18 @@ class Verdict(Exception):
         self.message = message
 
 
+# bound at import: the module's attribute is the candidate's to replace, and the harness seeds before
+# every reference call it judges with (a `random.seed` of the candidate's that raised only there made
+# the reference look as if it refused those values, and every judged call went unchecked: helper-27)
+_seed_python = random.seed
+
+
 def set_seed(seed: int) -> None:
     """KernelBench's set_seed: torch (CPU and CUDA) and, for good measure, Python's random."""
     import torch
 
     torch.manual_seed(seed)
-    random.seed(seed)
+    _seed_python(seed)
     if torch.cuda.is_available():
         torch.cuda.manual_seed(seed)
 

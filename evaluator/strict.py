@@ -417,7 +417,9 @@ def interpreter_hooks() -> dict[str, Any]:
     garbage collector's callbacks (by identity), thresholds and switch. A SIGALRM handler armed every
     50 us that rewrote the candidate's output while the comparison ran, and a gc callback that did so
     at the first collection after its forward, passed a wrong ReLU; a signal raised inside the forward
-    handed its handler the forward's frame, and through it the timing loop's (helper-21, 2026-12-07)."""
+    handed its handler the forward's frame, and through it the timing loop's (helper-21, 2026-12-07).
+    And the recursion limit: one lowered after the forward made the reference raise where the harness
+    calls it to judge an output (helper-27)."""
     import gc
     import signal
 
@@ -431,7 +433,7 @@ def interpreter_hooks() -> dict[str, Any]:
     blocked = sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, []))
     return {"signal handlers": tuple(handlers), "interval timers": tuple(timers), "blocked signals": tuple(blocked),
             "gc callbacks": tuple(id(cb) for cb in gc.callbacks), "gc thresholds": gc.get_threshold(),
-            "gc enabled": gc.isenabled()}  # fmt: skip
+            "gc enabled": gc.isenabled(), "recursion limit": sys.getrecursionlimit()}  # fmt: skip
 
 
 def pause_collections(ev) -> None:

@@ -38,8 +38,10 @@ _OWN_MODULES = {
 # modules whose attributes the stages call as they compute and report, guarded like the evaluator's own
 # (their contents are not: not ours): the standard library's (`dataclasses.asdict` makes every stage's
 # record; a candidate's wrapper of it multiplied the reported speedup by 10 and passed every check,
-# helper-13, 2026-12-07; `statistics.median` makes every timing figure) and the evaluator's records
-_HELPER_MODULES = ("dataclasses", "statistics", "math", "functools", "kb_agent.evaluator",
+# helper-13, 2026-12-07; `statistics.median` makes every timing figure; `random.seed` seeds before every
+# reference call the harness judges with, and one that raised there went unchecked, helper-27) and the
+# evaluator's records
+_HELPER_MODULES = ("dataclasses", "statistics", "math", "functools", "random", "kb_agent.evaluator",
                    "kb_agent.evaluator.result", "kb_agent.evaluator.settings", "kb_agent.evaluator.hardware")  # fmt: skip
 
 

@@ -71,13 +71,14 @@ def _trial(ev, name: str, inputs: list, seed: int) -> None:
         # peak), but for the inputs it changed, which are held to what the reference does to its own copy
         changed = changed_inputs(torch, flatten_outputs(cand_in), flatten_outputs(inputs))
         del cand_in
+        ref_in = ev.clone(inputs)
+        set_seed(seed)
         try:
-            ref_in = ev.clone(inputs)
-            set_seed(seed)
             expected = ev.ref_model(*ref_in)
             ev.sync()
-        except Exception:
-            return  # the reference itself does not accept these inputs: no trial
+        except Exception as e:  # noqa: BLE001 - the reference itself does not accept these inputs: no trial
+            reference_refused(ev, e, f"the strict trial '{name}'", drawn=name == "candidate_first")
+            return
         record_in_place(ev, flatten_outputs(inputs), changed, flatten_outputs(ref_in))
         del changed, ref_in
     if name != "candidate_first" and not all(
@@ -107,6 +108,31 @@ def _trial(ev, name: str, inputs: list, seed: int) -> None:
                        "ignores the input's scale, e.g. zeros or a constant?)" if rel is not None else "")  # fmt: skip
     if name == "candidate_first" and ev.device.type == "cuda":
         record_speed_of_light_inputs(ev, inputs, expected)
+
+
+def reference_refused(ev, e: BaseException, what: str, drawn: bool) -> None:
+    """The reference raised `e` on the values of `what` (a judged call or a strict trial): no check of
+    that call's output. Where the values may lie outside the reference's domain (strict timing's
+    offsets, the signed and scaled trials) that is allowed and recorded (`strict_info["reference_raised"]`);
+    it fails `reference_ran` where they cannot (`drawn`: a draw of `get_inputs()`, as in the correctness
+    trials, where the reference ran) or where the exception comes from the process's state rather than
+    the values (out of memory, the recursion limit, a warning filter's "error"). A candidate that made the reference raise exactly
+    there (a `random.seed` of its own that raised when the harness seeded for the reference) had every
+    judged call and every scaled trial go unchecked: a replayed output passed, 2122x (helper-27)."""
+    from kb_agent.evaluator.context import describe_exception, is_oom
+
+    error = describe_exception(e, "", limit=300)
+    ev.strict_info.setdefault("reference_raised", []).append({"call": what, "error": error})
+    if drawn:
+        why = "values drawn from get_inputs(), which it ran on in the correctness trials"
+    elif isinstance(e, (RecursionError, MemoryError, Warning)) or is_oom(e):
+        why = "an error of the process's state (memory, the recursion limit, warnings made errors), not of the values"
+    else:
+        return
+    ev.checks.record("reference_ran", False,
+                     f"the reference raised on {what} ({error}), {why}: something the candidate left in the "
+                     "process (memory held, a limit, a replaced function) made it fail, and the call went "
+                     "unchecked")  # fmt: skip
 
 
 def record_in_place(ev, before: list, changed: dict, reference_after: list, when: str = "") -> None:

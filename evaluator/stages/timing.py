@@ -335,17 +335,18 @@ def fresh_calls(ev, info) -> int:
     return max(min(most, STRICT_FEWEST_FRESH), min(most, math.ceil(STRICT_FRESH_MS / parity)))
 
 
-def judge_call(ev, inputs: list, before: list, out, what: str, seed: int) -> None:
+def judge_call(ev, inputs: list, before: list, out, what: str, seed: int, drawn: bool = False) -> None:
     """The checks of one call of the candidate outside the correctness trials: `inputs` as the call left
     them, `before` a copy of them as it got them, `out` its output. The output must match the reference's
     on `before` (`timing_outputs`), and the call must not have written its inputs where the reference
     does not (`inputs_unchanged`, `strict_trials.record_in_place`), and it must be a plain tensor
     (`exact_type`). As in the strict trials, values the reference raises on are no check, nor is the
-    output where the reference's is not finite. `seed`: the seed the RNGs had before the candidate's
-    call, set again before the reference's (KernelBench's rule, so that a model drawing random numbers,
-    dropout in training mode, meets the same draws)."""
+    output where the reference's is not finite; but the reference may not raise on `drawn` values (a
+    draw of `get_inputs()`) nor for want of memory (`strict_trials.reference_refused`). `seed`: the seed
+    the RNGs had before the candidate's call, set again before the reference's (KernelBench's rule, so
+    that a model drawing random numbers, dropout in training mode, meets the same draws)."""
     from kb_agent.evaluator.compare import compare_outputs, flatten_outputs
-    from kb_agent.evaluator.stages.strict_trials import record_in_place
+    from kb_agent.evaluator.stages.strict_trials import record_in_place, reference_refused
     from kb_agent.evaluator.strict import changed_inputs, shadowed_methods
 
     torch = ev.torch
@@ -365,13 +366,16 @@ def judge_call(ev, inputs: list, before: list, out, what: str, seed: int) -> Non
     changed = changed_inputs(torch, flatten_outputs(inputs), flat_before)
     # the reference writes a copy of its own only where the candidate's writes are to be compared with it
     ref_in = ev.clone(before) if changed else before
+    set_seed(seed)
     with torch.no_grad():
         try:
-            set_seed(seed)
             expected = ev.ref_model(*ref_in)
             ev.sync()
-        except Exception:  # noqa: BLE001
-            return  # the reference does not take these values (strict timing's offsets left its domain)
+        except Exception as e:  # noqa: BLE001 - strict timing's offsets may leave its domain
+            reference_refused(ev, e, what, drawn)
+            _count(ev, "judged_calls_raised")
+            return
+    _count(ev, "judged_calls_checked")
     record_in_place(ev, flat_before, changed, flatten_outputs(ref_in), when=f" ({what})")
     if not all(torch.isfinite(t).all() for t in tensors(expected) if t.is_floating_point() or t.is_complex()):
         return  # nor where it is not finite on them, as in the strict trials
@@ -398,7 +402,8 @@ def checked_call(ev, inputs: list, layout: list) -> None:
         return
     seed = timing.entropy.randrange(2**31)
     ev.strict_info["checked_call_seed"] = seed
-    if not _write_draw(ev, inputs, seed):
+    drawn = _write_draw(ev, inputs, seed)
+    if not drawn:
         gens = timing.seeded_generators(seed)
         for a in flatten_outputs(inputs):
             if isinstance(a, torch.Tensor) and a.is_floating_point():
@@ -409,7 +414,16 @@ def checked_call(ev, inputs: list, layout: list) -> None:
         set_seed(seed)
         out = ev.new_model(*inputs)
         ev.sync()
-    judge_call(ev, inputs, before, out, "a call on the timed tensors given freshly drawn values", seed=seed)
+    what = "a call on the timed tensors given freshly drawn values"
+    judge_call(ev, inputs, before, out, what, seed=seed, drawn=drawn)
+    if ev.strict_info.get("judged_calls_raised") and not ev.strict_info.get("judged_calls_checked"):
+        ev.checks.record("reference_ran", False,
+                         "the reference raised on the values of every call of the candidate's that strict timing "
+                         "judged (strict_info['reference_raised']), so none of them was checked")  # fmt: skip
+
+
+def _count(ev, key: str) -> None:
+    ev.strict_info[key] = ev.strict_info.get(key, 0) + 1
 
 
 def _fitting_draw(ev, inputs: list, seed: int) -> list | None:
