@@ -72,7 +72,7 @@ def test_a_reference_that_takes_the_values_is_checked_and_counted():
         MemoryError(),
         UserWarning("made an error"),
         RuntimeError("CUDA out of memory. Tried to allocate 6.00 GiB"),
-    ],  # fmt: skip
+    ],
     ids=["recursion", "memory", "warning", "cuda_oom"],
 )
 def test_errors_of_the_process_state_fail_even_off_the_distribution(error):
