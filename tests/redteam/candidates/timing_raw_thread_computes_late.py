@@ -7,6 +7,7 @@ attack: forward launches a one-element Triton kernel, starts `_thread.start_new_
   comparison found the output filled a few ms later (helper-23: 14-20x the honest speedup)
 problem: toy/relu
 expected: rejected
+accept: incorrect
 device: cpu
 """
 
