@@ -67,15 +67,26 @@ class ProbeFacts:
 
 
 def _tensor_args(torch, args, kwargs) -> list:
-    """The distinct tensors among the arguments (a Triton TensorDescriptor's base tensor included)."""
+    """The distinct tensors among the arguments, inside tuples and lists too (Triton takes tuples of
+    tensors as one argument, an extension a std::vector of them; a kernel that wrote its output through
+    `io[1]` of an `(x, y)` argument was read as writing nothing: helper-26), a Triton TensorDescriptor's
+    base tensor included."""
     out, seen = [], set()
-    for a in [*args, *kwargs.values()]:
+
+    def visit(a) -> None:
+        if isinstance(a, (tuple, list)):
+            for v in a:
+                visit(v)
+            return
         if not isinstance(a, torch.Tensor):
             base = getattr(a, "base", None)
             a = base if isinstance(base, torch.Tensor) else None
         if a is not None and id(a) not in seen:
             seen.add(id(a))
             out.append(a)
+
+    for a in [*args, *kwargs.values()]:
+        visit(a)
     return out
 
 

@@ -103,6 +103,24 @@ def test_observe_tells_a_computing_launch_from_a_copy_and_a_touch():
                    ("ext.make", 1, False)]  # fmt: skip
 
 
+def test_tensors_passed_inside_tuples_and_lists_are_observed_and_poisoned():
+    # Triton takes a tuple of tensors as one argument (an extension a std::vector): an honest ReLU that
+    # wrote `io[1]` of `(x, y)` was read as writing nothing, and rejected (helper-26)
+    probe = kp.KernelProbe(torch)
+    ext = _ext(
+        probe, relu_io=lambda io: relu_into(*io), relu_nested=lambda n, io: relu_into(io[0][0], io[1][0])
+    )
+    x, y, z = torch.randn(32), torch.zeros(32), torch.zeros(32)
+    with probe.passing("observe") as facts:
+        ext.relu_io((x, y))
+        ext.relu_nested(32, [(x,), [z]])
+    assert [(launch.wrote, launch.copy) for launch in facts.launches] == [(1, False), (1, False)]
+    y = torch.zeros(32)
+    with probe.passing("poison"):
+        ext.relu_io((x, y))
+    assert torch.isnan(y).all() and not torch.isnan(x).any()
+
+
 def test_a_chunked_copy_is_still_a_copy():
     probe = kp.KernelProbe(torch)
 
