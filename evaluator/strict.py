@@ -70,8 +70,13 @@ class Checks:
 
 
 # ------------------------------------------------------------------------------------------ static
-_STATIC_RULES = [
+# matched against the code with its prose strings blanked too (`code_text(prose=True)`): LLM-written
+# kernels say "torch.compile would fuse this" in CUDA comments and error messages (helper-26), while a
+# string naming the module itself ("torch._dynamo", for importlib) stays
+_PROSE_BLIND_RULES = [
     (r"\btorch\.compile\b|\btorch\._dynamo\b|\btorch\._inductor\b", "uses torch.compile/dynamo/inductor"),
+]
+_STATIC_RULES = [
     (r"\bgc\.get_(objects|referrers|referents)\b", "walks the garbage collector"),
     (r"\bsys\._getframe\b|\binspect\.(currentframe|stack|getouterframes)\b|\bf_back\b", "walks stack frames"),
     (
@@ -100,9 +105,11 @@ def static_findings(source: str) -> list[str]:
     try:
         tree = ast.parse(source)
     except SyntaxError:
-        return [why for pat, why in _STATIC_RULES if re.search(pat, source, re.MULTILINE)]
-    code = code_text(source, tree)
-    found = [why for pat, why in _STATIC_RULES if re.search(pat, code, re.MULTILINE)]
+        rules = _PROSE_BLIND_RULES + _STATIC_RULES
+        return [why for pat, why in rules if re.search(pat, source, re.MULTILINE)]
+    code, code_no_prose = code_text(source, tree), code_text(source, tree, prose=True)
+    found = [why for pat, why in _PROSE_BLIND_RULES if re.search(pat, code_no_prose, re.MULTILINE)]
+    found += [why for pat, why in _STATIC_RULES if re.search(pat, code, re.MULTILINE)]
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and node.name == "ModelNew":
             bases = [ast.unparse(b) for b in node.bases]
@@ -111,13 +118,23 @@ def static_findings(source: str) -> list[str]:
     return found
 
 
-def code_text(source: str, tree: ast.Module) -> str:
+def code_text(source: str, tree: ast.Module, prose: bool = False) -> str:
     """`source` with its comments and docstrings (the first string of a module, class or function body)
-    blanked out, every other character where it was; `source` itself where it cannot be tokenized."""
+    blanked out, every other character where it was; `source` itself where it cannot be tokenized.
+    `prose`: every other string literal too (a CUDA source, a message) but those that are a dotted name
+    alone ("torch._dynamo"); an f-string's parts stay."""
     import io
     import tokenize
 
     spans = []  # ((line, col), (end line, end col), columns in bytes), lines from 1
+    if prose:
+        in_fstrings = {
+            id(v) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for v in node.values
+        }
+        spans += [((node.lineno, node.col_offset), (node.end_lineno, node.end_col_offset), True)
+                  for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in in_fstrings
+                  and not re.fullmatch(r"\s*[\w.]+\s*", node.value)]  # fmt: skip
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
             first = node.body[0]

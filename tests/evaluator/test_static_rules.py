@@ -33,3 +33,23 @@ def test_the_same_names_in_code_still_break_the_rules():
 
 def test_a_source_that_does_not_parse_is_scanned_whole():
     assert static_findings("def f(:\n    sys.modules") == ["reads sys.modules"]
+
+
+def test_torch_compile_named_in_a_cuda_comment_or_a_message_breaks_no_rule():
+    """helper-26: `// torch.compile would fuse this` inside cuda_sources, and an error message naming
+    torch.compile, had honest kernels rejected by `static`."""
+    source = (
+        'cuda_src = """\n// one pass over x: torch.compile would fuse this too\n__global__ void k() {}\n"""\n'
+        "def check(x):\n    if not x.is_contiguous():\n"
+        '        raise ValueError("contiguous input expected (no torch.compile fallback here)")\n'
+    )
+    assert static_findings(source) == []
+
+
+def test_a_string_that_is_the_modules_name_or_an_f_string_still_breaks_it():
+    assert static_findings('import importlib\nimportlib.import_module("torch._dynamo")\n') == [
+        "uses torch.compile/dynamo/inductor"
+    ]
+    assert static_findings('f = f"{torch.compile(g)}"\n') == ["uses torch.compile/dynamo/inductor"]
+    # the other rules still read every string: one run through exec is code
+    assert static_findings("exec('import sys; sys.modules')\n") == ["reads sys.modules"]
