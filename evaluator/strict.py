@@ -1297,18 +1297,31 @@ def exact_types(expected, actual) -> str | None:
     return None
 
 
+def _signed(x):
+    """`2x - mean(x)` (`-x` for one element), but exact zeros stay zeros: zeros a draw puts in are the
+    problem's structure (`torch.triu` in KernelBench 1/14, a mask), which an honest kernel may rely on (a
+    triangular matmul that skips the zero blocks was rejected by trial_signed: helper-26). A draw from a
+    continuous distribution has none, and then no mask is made."""
+    if x.numel() <= 1:
+        return -x
+    y = (x * 2).sub_(x.mean())  # no temporary copy
+    if int(x.count_nonzero()) < x.numel():
+        y.masked_fill_(x == 0, 0)
+    return y
+
+
 def alternative_inputs(inputs: list, torch_mod, precision: str = "fp32") -> Iterator[tuple[str, list]]:
     """Inputs outside the declared distribution, for strict extra trials: signed values, larger
     magnitudes (x8), and in fp32 much larger ones (x100: exp overflows fp32 past 88.7, so a softmax or
     log-sum-exp without its max subtraction turns to inf/NaN where the reference stays finite; fp16/bf16
-    inputs already reach that at x8, past 11.1). Only floating-point tensors change; integer inputs
-    (indices) are kept. Yielded one set at a time, so only one extra copy of large inputs is alive. A
+    inputs already reach that at x8, past 11.1). Only floating-point tensors change, and none of their
+    exact zeros (`_signed`); integer inputs (indices) are kept. Yielded one set at a time, so only one extra copy of large inputs is alive. A
     trial counts only where the reference's output is finite on it (the caller's rule)."""
 
     def remap(f):
         return [f(x) if isinstance(x, torch_mod.Tensor) and x.is_floating_point() else x for x in inputs]
 
-    yield "signed", remap(lambda x: (x * 2).sub_(x.mean()) if x.numel() > 1 else -x)  # no temporary copy
+    yield "signed", remap(_signed)
     yield "larger", remap(lambda x: x * 8)
     if precision == "fp32":
         yield "huge", remap(lambda x: x * 100)

@@ -100,14 +100,27 @@ def _trial(ev, name: str, inputs: list, seed: int) -> None:
     else:
         passed = rel_ok
         r = None if passed else account()
+    extra = _nonfinite(r)
     ev.checks.record(f"trial_{name}", passed, "" if passed else
                        f"wrong on {name} inputs: {r.problem}, {r.mismatched} of {r.numel} elements "
-                       f"off, max abs diff {r.max_abs_diff}, relative error {rel}")  # fmt: skip
+                       f"off{extra or ''}, max abs diff {r.max_abs_diff} (finite elements), relative error {rel}")  # fmt: skip
+    hint = ("an overflow, e.g. exp of large inputs without the max subtracted?" if extra else
+            "an output that ignores the input's scale, e.g. zeros or a constant?")  # fmt: skip
     ev.checks.record("relative_error", rel_ok,
-                       f"relative error {rel:.3g} on {name} inputs exceeds {max_rel:g} (an output that "
-                       "ignores the input's scale, e.g. zeros or a constant?)" if rel is not None else "")  # fmt: skip
+                     f"relative error {rel:.3g} on {name} inputs exceeds {max_rel:g}{extra or ''} ({hint})"
+                     if rel is not None else "")  # fmt: skip
     if name == "candidate_first" and ev.device.type == "cuda":
         record_speed_of_light_inputs(ev, inputs, expected)
+
+
+def _nonfinite(r) -> str:
+    """ ", N NaN and M infinite output elements where the reference has K" for a trial's comparison `r`
+    (a `TrialResult`, or None) whose output has more non-finite elements than the reference's, else ""
+    (a NaN-filled output read "max abs diff 1.19e-07, relative error inf": helper-26)."""
+    if r is None or r.nan_actual + r.inf_actual <= r.nan_expected + r.inf_expected:
+        return ""
+    return (f", {r.nan_actual} NaN and {r.inf_actual} infinite output elements where the reference has "
+            f"{r.nan_expected + r.inf_expected}")  # fmt: skip
 
 
 def reference_refused(ev, e: BaseException, what: str, drawn: bool) -> None:

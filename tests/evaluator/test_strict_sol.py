@@ -86,3 +86,37 @@ def test_alternative_inputs_reach_exp_overflow_in_fp32_only():
     assert torch.isinf(torch.exp(fp32["huge"][0])).any()  # where a softmax without its max overflows
     assert torch.isfinite(torch.softmax(fp32["huge"][0], dim=-1)).all()  # and the reference does not
     assert list(dict(alternative_inputs([x.half()], torch, "fp16"))) == ["signed", "larger"]
+
+
+def test_the_signed_trial_keeps_the_draws_exact_zeros():
+    # KernelBench 1/14 draws torch.triu(torch.rand(N, N)): a kernel that skips the zero blocks is honest
+    # there, and 2x - mean(x) filled the lower triangle with -mean (helper-26)
+    from kb_agent.evaluator.strict import alternative_inputs
+
+    a = torch.triu(torch.rand(6, 6))
+    signed = dict(alternative_inputs([a], torch))["signed"][0]
+    assert torch.equal(signed, torch.triu(signed)) and (signed < 0).any()
+    nonzero = a != 0
+    assert torch.allclose(signed[nonzero], (2 * a - a.mean())[nonzero])
+    x = torch.randn(100)  # a continuous draw: every element moves
+    assert torch.allclose(dict(alternative_inputs([x], torch))["signed"][0], 2 * x - x.mean())
+    assert torch.equal(
+        dict(alternative_inputs([torch.tensor([0.5])], torch))["signed"][0], torch.tensor([-0.5])
+    )
+
+
+def test_a_trial_whose_output_overflows_says_how_many_elements_are_not_finite():
+    # a NaN-filled output read "max abs diff 1.19e-07, relative error inf" (helper-26)
+    from kb_agent.evaluator.compare import compare_outputs
+    from kb_agent.evaluator.stages.strict_trials import _nonfinite
+
+    x = torch.rand(64) * 100
+    e2x = torch.exp(2 * x)
+    textbook = (e2x - 1) / (e2x + 1)  # inf / inf past x = 44
+    r = compare_outputs(torch.tanh(x), textbook, 1e-4, 1e-4, trial=-1, seed=0)
+    assert not r.passed
+    bad = int(torch.isnan(textbook).sum())
+    assert bad and _nonfinite(r) == f", {bad} NaN and 0 infinite output elements where the reference has 0"
+    assert (
+        _nonfinite(compare_outputs(x, x + 1, 1e-4, 1e-4, trial=-1, seed=0)) == "" and _nonfinite(None) == ""
+    )
