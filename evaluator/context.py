@@ -186,6 +186,17 @@ def is_triton_compile_error(e: BaseException) -> bool:
     return bool(names & {"CompilationError", "CompileTimeAssertionFailure", "InterpreterError"})
 
 
+def interpreter_lacks_libdevice(e: BaseException, source: str) -> bool:
+    """Whether `e` is Triton's interpreter failing on a source that calls libdevice: its extern functions
+    return None there (triton 3.6: "cannot convert None of type <class 'NoneType'> to tensor"), so a
+    kernel that compiles on a GPU read as a compile error on the CPU (helper-26)."""
+    return (
+        os.environ.get("TRITON_INTERPRET") == "1"
+        and any(c.__name__ == "InterpreterError" for c in type(e).__mro__)
+        and "libdevice" in source
+    )
+
+
 def is_oom(e: BaseException) -> bool:
     return type(e).__name__ == "OutOfMemoryError" or "out of memory" in str(e).lower()
 
@@ -370,6 +381,11 @@ class Evaluation:
             pass
 
     def runtime_verdict(self, e: BaseException, doing: str) -> Verdict:
+        if interpreter_lacks_libdevice(e, self.candidate_src):
+            return Verdict(Status.RUNTIME_ERROR, f"a Triton kernel calls libdevice, which Triton's interpreter (Triton "
+                           "on the CPU, TRITON_INTERPRET=1) cannot run: evaluate it on a GPU, or use tl.math's "
+                           f"functions (tl.erf, tl.exp, ...) to run it here; while {doing}:\n"
+                           + describe_exception(e, self.candidate_file))  # fmt: skip
         if is_triton_compile_error(e):
             return Verdict(Status.COMPILE_ERROR, f"a Triton kernel failed to compile while {doing}:\n"
                            + describe_exception(e, self.candidate_file))  # fmt: skip

@@ -89,6 +89,14 @@ def test_triton_compile_error():
     assert "undefined_name" in r.message and "candidate line" in r.message
 
 
+def test_libdevice_under_the_interpreter_is_a_runtime_error_that_says_why():
+    # helper-26: Triton's interpreter returns None for libdevice calls, and a kernel that compiles on a
+    # GPU read as a compile error on the CPU
+    r = run("triton_relu_libdevice")
+    assert r.status == Status.RUNTIME_ERROR
+    assert "libdevice, which Triton's interpreter" in r.message and "evaluate it on a GPU" in r.message
+
+
 def test_python_exception_names_the_candidate_line():
     r = run("raises")
     assert r.status == Status.RUNTIME_ERROR
