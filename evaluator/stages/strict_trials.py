@@ -74,8 +74,7 @@ def _trial(ev, name: str, inputs: list, seed: int) -> None:
         ref_in = ev.clone(inputs)
         set_seed(seed)
         try:
-            expected = ev.ref_model(*ref_in)
-            ev.sync()
+            expected = reference_call(ev, ref_in)
         except Exception as e:  # noqa: BLE001 - the reference itself does not accept these inputs: no trial
             reference_refused(ev, e, f"the strict trial '{name}'", drawn=name == "candidate_first")
             return
@@ -123,13 +122,34 @@ def _nonfinite(r) -> str:
             f"{r.nan_expected + r.inf_expected}")  # fmt: skip
 
 
+def reference_call(ev, ref_in: list):
+    """The reference's output on `ref_in` (synchronized), for a check of a candidate's call; out of
+    device memory, the caching allocator's free blocks go back to the driver and it runs once more (the
+    harness's own copies beside the candidate's tensors can fragment the cache), and what that raises
+    is the caller's (`reference_refused`)."""
+    try:
+        expected = ev.ref_model(*ref_in)
+        ev.sync()
+        return expected
+    except Exception as e:  # noqa: BLE001
+        from kb_agent.evaluator.context import is_oom
+
+        if not (is_oom(e) and ev.device.type == "cuda"):
+            raise
+    ev.torch.cuda.empty_cache()
+    expected = ev.ref_model(*ref_in)
+    ev.sync()
+    return expected
+
+
 def reference_refused(ev, e: BaseException, what: str, drawn: bool) -> None:
     """The reference raised `e` on the values of `what` (a judged call or a strict trial): no check of
     that call's output. Where the values may lie outside the reference's domain (strict timing's
-    offsets, the signed and scaled trials) that is allowed and recorded (`strict_info["reference_raised"]`);
-    it fails `reference_ran` where they cannot (`drawn`: a draw of `get_inputs()`, as in the correctness
-    trials, where the reference ran) or where the exception comes from the process's state rather than
-    the values (out of memory, the recursion limit, a warning filter's "error"). A candidate that made the reference raise exactly
+    offsets, the signed and scaled trials) that is allowed and recorded
+    (`strict_info["reference_raised"]`); it fails `reference_ran` where they cannot (`drawn`: a draw of
+    `get_inputs()`, as in the correctness trials, where the reference ran) or where the exception comes
+    from the process's state rather than the values (out of memory even after `reference_call`'s retry,
+    the recursion limit, a warning filter's "error"). A candidate that made the reference raise exactly
     there (a `random.seed` of its own that raised when the harness seeded for the reference) had every
     judged call and every scaled trial go unchecked: a replayed output passed, 2122x (helper-27)."""
     from kb_agent.evaluator.context import describe_exception, is_oom

@@ -346,7 +346,7 @@ def judge_call(ev, inputs: list, before: list, out, what: str, seed: int, drawn:
     the RNGs had before the candidate's call, set again before the reference's (KernelBench's rule, so
     that a model drawing random numbers, dropout in training mode, meets the same draws)."""
     from kb_agent.evaluator.compare import compare_outputs, flatten_outputs
-    from kb_agent.evaluator.stages.strict_trials import record_in_place, reference_refused
+    from kb_agent.evaluator.stages.strict_trials import record_in_place, reference_call, reference_refused
     from kb_agent.evaluator.strict import changed_inputs, shadowed_methods
 
     torch = ev.torch
@@ -369,8 +369,7 @@ def judge_call(ev, inputs: list, before: list, out, what: str, seed: int, drawn:
     set_seed(seed)
     with torch.no_grad():
         try:
-            expected = ev.ref_model(*ref_in)
-            ev.sync()
+            expected = reference_call(ev, ref_in)
         except Exception as e:  # noqa: BLE001 - strict timing's offsets may leave its domain
             reference_refused(ev, e, what, drawn)
             _count(ev, "judged_calls_raised")

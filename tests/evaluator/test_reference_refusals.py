@@ -91,3 +91,24 @@ def test_a_value_error_off_the_distribution_is_recorded_and_no_check():
     assert ev.strict_info["reference_raised"] == [
         {"call": "the strict trial 'signed'", "error": "ValueError: matrix is not positive definite"}
     ]
+
+
+def test_a_reference_out_of_device_memory_runs_once_more_after_the_cache_is_emptied(monkeypatch):
+    from kb_agent.evaluator.stages.strict_trials import reference_call
+
+    calls, emptied = [], []
+
+    def reference(x):
+        calls.append(1)
+        if len(calls) == 1:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 6.00 GiB")
+        return x * 2
+
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(1))
+    ev = evaluation(reference, None)
+    ev.device = torch.device("cuda")
+    assert torch.equal(reference_call(ev, [torch.ones(2)]), torch.full((2,), 2.0)) and emptied == [1]
+    ev.device = torch.device("cpu")  # no device cache to give back there
+    calls.clear()
+    with pytest.raises(torch.OutOfMemoryError):
+        reference_call(ev, [torch.ones(2)])
