@@ -137,14 +137,17 @@ def _readable_roots() -> list[str]:
     """Where the narrow profile lets the child read, beside its writable folders and devices: the
     system's programs and libraries, /etc but its secrets, /proc but other processes' entries (their
     environ holds the harness's API keys), this Python's prefixes and import path (the project,
-    site-packages), and the CUDA toolkit. Not: home folders, /tmp (other evaluations' candidates),
+    site-packages), the CUDA toolkit and `CUDA_HDR_DIR`. Not: home folders, /tmp (other evaluations' candidates),
     /root, /var, /run (sockets), other device files (terminals)."""
     out = list(_SYSTEM)
     out += [f"/etc/{e}" for e in listdir("/etc") if e not in _ETC_SECRETS]
     out += [f"/proc/{e}" for e in listdir("/proc") if not e.isdigit() and e not in _PROC_HIDDEN]
     out += [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
     out += [p for p in sys.path if p] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    for var in ("CUDA_HOME", "CUDA_PATH"):
+    # CUDA_HDR_DIR: the headers of a CUDA build of torch for the CPU machine's compile check (README); one
+    # unpacked into /tmp or a home folder had every CUDA candidate's check fail "Permission denied"
+    # (helper-29)
+    for var in ("CUDA_HOME", "CUDA_PATH", "CUDA_HDR_DIR"):
         if os.environ.get(var):
             out.append(os.environ[var])
     from kb_agent.evaluator.build import find_nvcc

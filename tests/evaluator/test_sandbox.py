@@ -279,3 +279,32 @@ def test_a_candidate_cannot_poison_the_builds_of_other_sources(tmp_path, monkeyp
         EvalSettings(device="cpu", strict=False, correctness_trials=1, timed_trials=2),
     )
     assert {path: path.read_bytes()[:6] for path in built} == {path: b"poison" for path in built}
+
+
+def test_the_cuda_headers_for_the_compile_check_are_readable_in_the_sandbox(tmp_path):
+    # helper-29: CUDA_HDR_DIR unpacked into /tmp, outside every readable root, failed every CUDA
+    # candidate's compile check with "Tensor.h: Permission denied" (a compile_error)
+    hdr, other = tmp_path / "hdr", tmp_path / "other"
+    for d in (hdr, other):
+        d.mkdir()
+        (d / "Tensor.h").write_text("// a header\n")
+    code = textwrap.dedent(
+        """
+        import sys
+        sys.path.insert(0, sys.argv[1])
+        from kb_agent.evaluator.sandbox import restrict
+        restrict([])
+        for path in sys.argv[2:]:
+            try:
+                open(path).read()
+                print(path, "read")
+            except PermissionError:
+                print(path, "denied")
+        """
+    )
+    env = {**__import__("os").environ, "CUDA_HDR_DIR": str(hdr)}
+    out = subprocess.run([sys.executable, "-c", code, str(ROOT.parent), str(hdr / "Tensor.h"), str(other / "Tensor.h")],
+                         capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
+    assert out.stdout.split("\n")[:2] == [f"{hdr / 'Tensor.h'} read", f"{other / 'Tensor.h'} denied"], (
+        out.stderr
+    )
