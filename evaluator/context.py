@@ -198,7 +198,15 @@ def interpreter_lacks_libdevice(e: BaseException, source: str) -> bool:
 
 
 def is_oom(e: BaseException) -> bool:
-    return type(e).__name__ == "OutOfMemoryError" or "out of memory" in str(e).lower()
+    """Out of memory: torch's OutOfMemoryError (CUDA), or the CPU allocator's failure, a RuntimeError
+    ("DefaultCPUAllocator: can't allocate memory ... Error code 12", under an address-space limit the
+    candidate set: helper-28)."""
+    text = str(e).lower()
+    return (
+        type(e).__name__ == "OutOfMemoryError"
+        or isinstance(e, MemoryError)
+        or any(w in text for w in ("out of memory", "can't allocate memory", "cannot allocate memory"))
+    )
 
 
 class Evaluation:

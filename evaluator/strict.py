@@ -435,9 +435,11 @@ def interpreter_hooks() -> dict[str, Any]:
     50 us that rewrote the candidate's output while the comparison ran, and a gc callback that did so
     at the first collection after its forward, passed a wrong ReLU; a signal raised inside the forward
     handed its handler the forward's frame, and through it the timing loop's (helper-21, 2026-12-07).
-    And the recursion limit: one lowered after the forward made the reference raise where the harness
-    calls it to judge an output (helper-27)."""
+    And the recursion limit and the process's resource limits: one lowered after the forward (the
+    address space, `resource.setrlimit`) made the reference raise where the harness calls it to judge an
+    output, and the call went unchecked (helper-27, helper-28)."""
     import gc
+    import resource
     import signal
 
     handlers = []
@@ -450,7 +452,9 @@ def interpreter_hooks() -> dict[str, Any]:
     blocked = sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, []))
     return {"signal handlers": tuple(handlers), "interval timers": tuple(timers), "blocked signals": tuple(blocked),
             "gc callbacks": tuple(id(cb) for cb in gc.callbacks), "gc thresholds": gc.get_threshold(),
-            "gc enabled": gc.isenabled(), "recursion limit": sys.getrecursionlimit()}  # fmt: skip
+            "gc enabled": gc.isenabled(), "recursion limit": sys.getrecursionlimit(),
+            "resource limits": tuple((name, resource.getrlimit(getattr(resource, name)))
+                                     for name in sorted(dir(resource)) if name.startswith("RLIMIT_"))}  # fmt: skip
 
 
 def pause_collections(ev) -> None:

@@ -514,6 +514,7 @@ class StrictTimes:
             `events_ms`, whose calls nobody checks, these are the times of outputs held to the
             reference's, once judged (`no_parity_replay` compares the parity figure with them).
         last_seed: the seed `before_call` was given before the last call (None without `before_call`).
+        last_drawn: whether the last call's values were a draw (`draw`), not the harness's offsets.
     """
 
     events_ms: list[float]
@@ -525,6 +526,7 @@ class StrictTimes:
     before_last: list | None = None
     judged_events_ms: list[float] = field(default_factory=list)
     last_seed: int | None = None
+    last_drawn: bool = False
 
 
 def work_escaped(events_ms: Sequence[float], after_stream_ms: Sequence[float]) -> bool:
@@ -574,10 +576,12 @@ def time_strict(
     clock around the call. The last call gets fresh values, and a copy of its arguments as it got them
     is kept (`before_last`) for its output and its inputs to be checked. A candidate can count the
     fresh calls (each writes its inputs), so it knows which is the last: one more fresh call, drawn at
-    random and written as every other (`spot`), is judged right after it ran: `judge(before, out, seed)`
+    random and written as every other (`spot`), is judged right after it ran: `judge(before, out, seed,
+    drawn)`
     gets the arguments as that call got them (a copy of the timed tensors once the draw was written, or
     made again from the harness's copy and the call's offsets, whose private generator's seed is
-    kept), its output and the seed `before_call` was given for it, while the next call waits. Tensors
+    kept), its output, the seed `before_call` was given for it and whether its values were a draw,
+    while the next call waits. Tensors
     inside list or tuple arguments are written too. Holds one copy of the arguments besides them, and a
     draw while one is written or judged. `before_call(seed)`, when given, runs before every call, outside the timed window, with a seed drawn at random for that
     call (the stage seeds the RNGs with it, as KernelBench does before each model call, so that a judged
@@ -598,6 +602,7 @@ def time_strict(
     events, host, after, repeats = [], [], [], []
     unready = 0
     out = before_last = last_seed = None
+    last_drawn = False
     cuda = device.type == "cuda"
     # the first and the last call are fresh (the last one's output is checked); the rest, fresh and
     # repeated, in an order the candidate cannot foresee
@@ -634,7 +639,7 @@ def time_strict(
             if before_call is not None:
                 before_call(call_seed)
             if last:
-                last_seed = call_seed
+                last_seed, last_drawn = call_seed, drawn_values
             if cuda:
                 _sync()
                 start, end, read = (_Event(enable_timing=True) for _ in range(3))
@@ -674,12 +679,12 @@ def time_strict(
                 if not drawn_values:  # the values this call got: the harness's copy plus its offsets
                     given = clone_args(base)
                     _offset_like(given, offsets_seed)
-                judge(given, out, call_seed)
+                judge(given, out, call_seed, drawn_values)
                 out = None
             given = None
     return StrictTimes(events_ms=events, host_ms=host, after_stream_ms=after, unready=unready, out=out,
                        repeat_events_ms=repeats, before_last=before_last, judged_events_ms=judged,
-                       last_seed=last_seed)  # fmt: skip
+                       last_seed=last_seed, last_drawn=last_drawn)  # fmt: skip
 
 
 # Tensor's own methods, for the harness's reads and writes of the timed tensors: the candidate has had

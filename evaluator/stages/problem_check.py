@@ -130,7 +130,7 @@ def run(ev) -> None:
             del first_out
     except BaseException as e:  # noqa: BLE001
         # the machine's limit (the GPU's, or the CPU allocator's), not the problem's: no finding to store
-        if is_oom(e) or "can't allocate memory" in str(e):
+        if is_oom(e):
             chan.send(
                 "done", status="error", message="out of memory (other jobs on this GPU?): " + str(e)[:300]
             )

@@ -243,8 +243,10 @@ def strict_timing(ev, info, inputs: list, flusher, layout: list, parity_ms: list
         return
     _write_draw(ev, inputs, ev.settings.seed)
 
-    def spot_check(before: list, out, seed: int) -> None:
-        judge_call(ev, inputs, before, out, "a timed call on fresh values, drawn at random", seed=seed)
+    def spot_check(before: list, out, seed: int, drawn: bool) -> None:
+        judge_call(
+            ev, inputs, before, out, "a timed call on fresh values, drawn at random", seed=seed, drawn=drawn
+        )
 
     # a new draw per fresh call where drawing is cheap: on the device, or a CPU evaluation's own; drawn on
     # the host for a GPU (inputs_on_device off), 20 draws of KernelBench's largest inputs would take
@@ -270,7 +272,9 @@ def strict_timing(ev, info, inputs: list, flusher, layout: list, parity_ms: list
     # judged before the census calls the candidate again on these tensors (an in-place kernel writes
     # them again there)
     if t.before_last is not None:
-        judge_call(ev, inputs, t.before_last, t.out, "the last timed call", seed=t.last_seed)
+        judge_call(
+            ev, inputs, t.before_last, t.out, "the last timed call", seed=t.last_seed, drawn=t.last_drawn
+        )
     t.before_last = t.out = None
     if ev.device.type == "cuda":
         census = timing.stream_census(ev.new_model, inputs)

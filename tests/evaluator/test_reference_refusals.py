@@ -112,3 +112,28 @@ def test_a_reference_out_of_device_memory_runs_once_more_after_the_cache_is_empt
     calls.clear()
     with pytest.raises(torch.OutOfMemoryError):
         reference_call(ev, [torch.ones(2)])
+
+
+def test_the_cpu_allocators_failure_is_out_of_memory_too():
+    from kb_agent.evaluator.context import is_oom
+
+    cpu = RuntimeError("[enforce fail at alloc_cpu.cpp:121] data. DefaultCPUAllocator: can't allocate memory: "
+                       "you tried to allocate 67108864 bytes. Error code 12 (Cannot allocate memory)")  # fmt: skip
+    assert is_oom(cpu) and is_oom(MemoryError()) and not is_oom(ValueError("matrix is singular"))
+
+
+def test_a_resource_limit_changed_shows_in_the_interpreters_hooks():
+    # helper-28 lowered the address space (resource.setrlimit) after a replayed call so that the
+    # reference ran out of memory where the harness judged the call
+    import resource
+
+    from kb_agent.evaluator.strict import interpreter_hooks
+
+    before = interpreter_hooks()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft - 1, hard))
+    try:
+        assert interpreter_hooks()["resource limits"] != before["resource limits"]
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert interpreter_hooks() == before

@@ -217,7 +217,7 @@ def test_time_strict_judges_one_fresh_call_drawn_at_random_with_the_values_it_go
 
     judged = []
     t = timing.time_strict(fn, [x], trials=6, flusher=None, device=torch.device("cpu"),
-                           judge=lambda before, out, seed: judged.append((before, out)))  # fmt: skip
+                           judge=lambda before, out, seed, drawn: judged.append((before, out)))  # fmt: skip
     assert len(judged) == 1 and len(t.judged_events_ms) == 2
     (before,), out = judged[0]
     # the values of one of the fresh calls but the last, made again from the harness's copy and offsets
@@ -238,7 +238,7 @@ def test_time_strict_seeds_every_call_anew_and_tells_the_judge_which_seed_its_ca
         return a + 1
 
     t = timing.time_strict(fn, [x], trials=6, flusher=None, device=torch.device("cpu"),
-                           judge=lambda before, out, seed: judged.append(seed),
+                           judge=lambda before, out, seed, drawn: judged.append(seed),
                            before_call=lambda seed: (seeds.append(seed), torch.manual_seed(seed)))  # fmt: skip
     assert seen_by_call == seeds and len(set(seeds)) == len(seeds) == 12
     assert len(judged) == 1 and judged[0] in seeds[:-1] and t.last_seed == seeds[-1]
@@ -269,3 +269,15 @@ def test_strict_timings_fresh_calls_are_sized_to_the_kernel_on_a_gpu_only():
     assert calls("cuda", 500.0, most=5)[0] == 5  # never more than asked for
     assert calls("cpu", 3.0) == (20, {})
     assert calls("cuda", None)[0] == 20
+
+
+@pytest.mark.parametrize("fits", [True, False], ids=["drawn", "offsets"])
+def test_time_strict_tells_the_judge_whether_the_judged_values_were_a_draw(fits):
+    # helper-28: the judged calls' values were a draw of get_inputs(), but the reference's failure on them
+    # (an address-space limit the candidate set) still read as values outside its domain
+    x = torch.randn(64)
+    judged = []
+    draw = (lambda seed: [torch.randn(64)]) if fits else (lambda seed: None)
+    t = timing.time_strict(lambda a: a * 2, [x], trials=6, flusher=None, device=torch.device("cpu"),
+                           judge=lambda before, out, seed, drawn: judged.append(drawn), draw=draw)  # fmt: skip
+    assert judged == [fits] and t.last_drawn is fits
