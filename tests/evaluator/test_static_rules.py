@@ -53,3 +53,12 @@ def test_a_string_that_is_the_modules_name_or_an_f_string_still_breaks_it():
     assert static_findings('f = f"{torch.compile(g)}"\n') == ["uses torch.compile/dynamo/inductor"]
     # the other rules still read every string: one run through exec is code
     assert static_findings("exec('import sys; sys.modules')\n") == ["reads sys.modules"]
+
+
+def test_modelnew_inheriting_model_breaks_the_rule_only_without_a_forward_of_its_own():
+    # Kevin-32B's models subclassed the reference and kept its forward; helper-29's honest candidate
+    # subclassed its own copy of Model for __init__ and wrote forward as a Triton kernel
+    inherits = "class Model:\n    pass\n\n\nclass ModelNew(Model):\n    pass\n"
+    assert static_findings(inherits) == ["ModelNew inherits from the reference Model (and its forward)"]
+    own = "class Model:\n    pass\n\n\nclass ModelNew(Model):\n    def forward(self, x):\n        return kernel(x)\n"
+    assert static_findings(own) == []
