@@ -69,8 +69,8 @@ class ProbeFacts:
 def _tensor_args(torch, args, kwargs) -> list:
     """The distinct tensors among the arguments, inside tuples and lists too (Triton takes tuples of
     tensors as one argument, an extension a std::vector of them; a kernel that wrote its output through
-    `io[1]` of an `(x, y)` argument was read as writing nothing: helper-26), a Triton TensorDescriptor's
-    base tensor included."""
+    `io[1]` of an `(x, y)` argument was read as writing nothing: helper-26), the tensor behind a
+    pointer-like object included (`_tensor_behind`)."""
     out, seen = [], set()
 
     def visit(a) -> None:
@@ -79,8 +79,7 @@ def _tensor_args(torch, args, kwargs) -> list:
                 visit(v)
             return
         if not isinstance(a, torch.Tensor):
-            base = getattr(a, "base", None)
-            a = base if isinstance(base, torch.Tensor) else None
+            a = _tensor_behind(torch, a)
         if a is not None and id(a) not in seen:
             seen.add(id(a))
             out.append(a)
@@ -88,6 +87,21 @@ def _tensor_args(torch, args, kwargs) -> list:
     for a in [*args, *kwargs.values()]:
         visit(a)
     return out
+
+
+def _tensor_behind(torch, a):
+    """The tensor a pointer-like argument stands for, or None: a TensorDescriptor's `base`, or the tensor
+    whose bound `data_ptr` it hands out (Triton takes any object with `data_ptr()` as a pointer; one that
+    forwarded every lookup to the copy's source hid that source, and a copy kernel read as computing:
+    helper-28)."""
+    try:
+        base = getattr(a, "base", None)
+        if isinstance(base, torch.Tensor):
+            return base
+        owner = getattr(getattr(a, "data_ptr", None), "__self__", None)
+    except Exception:  # noqa: BLE001 - an object whose lookups raise: nothing to snapshot
+        return None
+    return owner if isinstance(owner, torch.Tensor) else None
 
 
 def _flat_tensors(torch, value) -> list:

@@ -121,6 +121,26 @@ def test_tensors_passed_inside_tuples_and_lists_are_observed_and_poisoned():
     assert torch.isnan(y).all() and not torch.isnan(x).any()
 
 
+def test_a_copy_whose_source_hides_behind_a_forwarding_object_is_still_a_copy():
+    # helper-28: Triton takes any object with data_ptr() as a pointer; one forwarding every lookup to the
+    # copy's source kept the source out of the snapshots, and the copy read as computing
+    class Forward:
+        def __init__(self, t):
+            self._t = t
+
+        def __getattr__(self, name):
+            if name == "base":
+                raise AttributeError(name)
+            return getattr(self._t, name)
+
+    probe = kp.KernelProbe(torch)
+    ext = _ext(probe, copy_into=lambda src, dst: dst.copy_(src._t))
+    x, y = torch.relu(torch.randn(64)), torch.zeros(64)
+    with probe.passing("observe") as facts:
+        ext.copy_into(Forward(x), y)
+    assert [(launch.wrote, launch.copy) for launch in facts.launches] == [(1, True)]
+
+
 def test_a_chunked_copy_is_still_a_copy():
     probe = kp.KernelProbe(torch)
 
