@@ -389,6 +389,9 @@ _SETTINGS = {
     "torch.get_num_threads()": lambda t: t.get_num_threads(),
     "torch.get_num_interop_threads()": lambda t: t.get_num_interop_threads(),
     "torch.get_default_dtype()": lambda t: t.get_default_dtype(),
+    # autograd's default saved-tensors hooks (torch.autograd.graph.saved_tensors_hooks entered and left
+    # open): they run on every tensor an op saves for backward, the reference's outputs included
+    "saved-tensors hooks": lambda t: t._C._autograd._top_saved_tensors_default_hooks(False),
     "torch.are_deterministic_algorithms_enabled()": lambda t: t.are_deterministic_algorithms_enabled(),
     "torch.get_float32_matmul_precision()": lambda t: t.get_float32_matmul_precision(),
     "torch.backends.cudnn.enabled": lambda t: t.backends.cudnn.enabled,

@@ -74,7 +74,11 @@ def _trial(ev, name: str, inputs: list, seed: int) -> None:
         ref_in = ev.clone(inputs)
         set_seed(seed)
         try:
-            expected = reference_call(ev, ref_in)
+            # a no_grad of its own: a forward that switched grad mode on (torch.set_grad_enabled(True))
+            # inside the harness's block had the reference record autograd there, and a saved-tensors
+            # hook of the candidate's NaN-filled its output, and the trial was skipped (helper-30)
+            with torch.no_grad():
+                expected = reference_call(ev, ref_in)
         except Exception as e:  # noqa: BLE001 - the reference itself does not accept these inputs: no trial
             reference_refused(ev, e, f"the strict trial '{name}'", drawn=name == "candidate_first")
             return
