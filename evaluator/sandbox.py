@@ -137,8 +137,8 @@ def _readable_roots() -> list[str]:
     """Where the narrow profile lets the child read, beside its writable folders and devices: the
     system's programs and libraries, /etc but its secrets, /proc but other processes' entries (their
     environ holds the harness's API keys), this Python's prefixes and import path (the project,
-    site-packages), the CUDA toolkit and `CUDA_HDR_DIR`. Not: home folders, /tmp (other evaluations' candidates),
-    /root, /var, /run (sockets), other device files (terminals)."""
+    site-packages), the CUDA toolkit and `CUDA_HDR_DIR`. Not: home folders, /tmp (other evaluations'
+    candidates), /root, /var, /run (sockets), other device files (terminals)."""
     out = list(_SYSTEM)
     out += [f"/etc/{e}" for e in listdir("/etc") if e not in _ETC_SECRETS]
     out += [f"/proc/{e}" for e in listdir("/proc") if not e.isdigit() and e not in _PROC_HIDDEN]

@@ -1327,8 +1327,9 @@ def alternative_inputs(inputs: list, torch_mod, precision: str = "fp32") -> Iter
     magnitudes (x8), and in fp32 much larger ones (x100: exp overflows fp32 past 88.7, so a softmax or
     log-sum-exp without its max subtraction turns to inf/NaN where the reference stays finite; fp16/bf16
     inputs already reach that at x8, past 11.1). Only floating-point tensors change, and none of their
-    exact zeros (`_signed`); integer inputs (indices) are kept. Yielded one set at a time, so only one extra copy of large inputs is alive. A
-    trial counts only where the reference's output is finite on it (the caller's rule)."""
+    exact zeros (`_signed`); integer inputs (indices) are kept. Yielded one set at a time, so only one
+    extra copy of large inputs is alive. A trial counts only where the reference's output is finite on
+    it (the caller's rule)."""
 
     def remap(f):
         return [f(x) if isinstance(x, torch_mod.Tensor) and x.is_floating_point() else x for x in inputs]

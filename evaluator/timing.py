@@ -577,12 +577,10 @@ def time_strict(
     is kept (`before_last`) for its output and its inputs to be checked. A candidate can count the
     fresh calls (each writes its inputs), so it knows which is the last: one more fresh call, drawn at
     random and written as every other (`spot`), is judged right after it ran: `judge(before, out, seed,
-    drawn)`
-    gets the arguments as that call got them (a copy of the timed tensors once the draw was written, or
-    made again from the harness's copy and the call's offsets, whose private generator's seed is
-    kept), its output, the seed `before_call` was given for it and whether its values were a draw,
-    while the next call waits. Tensors
-    inside list or tuple arguments are written too. Holds one copy of the arguments besides them, and a
+    drawn)` gets the arguments as that call got them (a copy of the timed tensors once the draw was
+    written, or made again from the harness's copy and the call's offsets, whose private generator's
+    seed is kept), its output, the seed `before_call` was given for it and whether its values were a
+    draw, while the next call waits. Tensors inside list or tuple arguments are written too. Holds one copy of the arguments besides them, and a
     draw while one is written or judged. `before_call(seed)`, when given, runs before every call, outside the timed window, with a seed drawn at random for that
     call (the stage seeds the RNGs with it, as KernelBench does before each model call, so that a judged
     call of a model that draws random numbers is compared with the reference's under the same seed; a

@@ -74,11 +74,7 @@ def _trial(ev, name: str, inputs: list, seed: int) -> None:
         ref_in = ev.clone(inputs)
         set_seed(seed)
         try:
-            # a no_grad of its own: a forward that switched grad mode on (torch.set_grad_enabled(True))
-            # inside the harness's block had the reference record autograd there, and a saved-tensors
-            # hook of the candidate's NaN-filled its output, and the trial was skipped (helper-30)
-            with torch.no_grad():
-                expected = reference_call(ev, ref_in)
+            expected = reference_call(ev, ref_in)
         except Exception as e:  # noqa: BLE001 - the reference itself does not accept these inputs: no trial
             reference_refused(ev, e, f"the strict trial '{name}'", drawn=name == "candidate_first")
             return
@@ -127,23 +123,28 @@ def _nonfinite(r) -> str:
 
 
 def reference_call(ev, ref_in: list):
-    """The reference's output on `ref_in` (synchronized), for a check of a candidate's call; out of
-    device memory, the caching allocator's free blocks go back to the driver and it runs once more (the
-    harness's own copies beside the candidate's tensors can fragment the cache), and what that raises
-    is the caller's (`reference_refused`)."""
-    try:
+    """The reference's output on `ref_in` (synchronized), for a check of a candidate's call, under a
+    no_grad of its own: a forward that switched grad mode on (`torch.set_grad_enabled(True)`) inside
+    the harness's no_grad had the reference record autograd there, a saved-tensors hook of the
+    candidate's NaN-filled its output, and a strict trial was skipped (helper-30). Out of device memory,
+    the caching allocator's free blocks go back to the driver and it runs once more (the harness's own
+    copies beside the candidate's tensors can fragment the cache); what that raises is the caller's
+    (`reference_refused`)."""
+    from kb_agent.evaluator.context import is_oom
+
+    torch = ev.torch
+    with torch.no_grad():
+        try:
+            expected = ev.ref_model(*ref_in)
+            ev.sync()
+            return expected
+        except Exception as e:  # noqa: BLE001
+            if not (is_oom(e) and ev.device.type == "cuda"):
+                raise
+        torch.cuda.empty_cache()
         expected = ev.ref_model(*ref_in)
         ev.sync()
         return expected
-    except Exception as e:  # noqa: BLE001
-        from kb_agent.evaluator.context import is_oom
-
-        if not (is_oom(e) and ev.device.type == "cuda"):
-            raise
-    ev.torch.cuda.empty_cache()
-    expected = ev.ref_model(*ref_in)
-    ev.sync()
-    return expected
 
 
 def reference_refused(ev, e: BaseException, what: str, drawn: bool) -> None:
@@ -162,7 +163,7 @@ def reference_refused(ev, e: BaseException, what: str, drawn: bool) -> None:
     ev.strict_info.setdefault("reference_raised", []).append({"call": what, "error": error})
     if drawn:
         why = "values drawn from get_inputs(), which it ran on in the correctness trials"
-    elif isinstance(e, (RecursionError, MemoryError, Warning)) or is_oom(e):
+    elif isinstance(e, (RecursionError, Warning)) or is_oom(e):  # is_oom: MemoryError too
         why = "an error of the process's state (memory, the recursion limit, warnings made errors), not of the values"
     else:
         return

@@ -371,13 +371,12 @@ def judge_call(ev, inputs: list, before: list, out, what: str, seed: int, drawn:
     # the reference writes a copy of its own only where the candidate's writes are to be compared with it
     ref_in = ev.clone(before) if changed else before
     set_seed(seed)
-    with torch.no_grad():
-        try:
-            expected = reference_call(ev, ref_in)
-        except Exception as e:  # noqa: BLE001 - strict timing's offsets may leave its domain
-            reference_refused(ev, e, what, drawn)
-            _count(ev, "judged_calls_raised")
-            return
+    try:
+        expected = reference_call(ev, ref_in)
+    except Exception as e:  # noqa: BLE001 - strict timing's offsets may leave its domain
+        reference_refused(ev, e, what, drawn)
+        _count(ev, "judged_calls_raised")
+        return
     _count(ev, "judged_calls_checked")
     record_in_place(ev, flat_before, changed, flatten_outputs(ref_in), when=f" ({what})")
     if not all(torch.isfinite(t).all() for t in tensors(expected) if t.is_floating_point() or t.is_complex()):
