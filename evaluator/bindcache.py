@@ -56,7 +56,7 @@ import sys
 import time
 from pathlib import Path
 
-from kb_agent.evaluator import nvccpar
+from kb_agent.evaluator import nvccpar, splitcu
 
 FORMAT = 1  # bump when a key's recipe or the layout changes
 REQUEST = "kb_binding_request.json"  # what a child leaves in its build folder for the publisher
@@ -298,6 +298,8 @@ class JitHook:
         self.root = root
         self.record = record
         self.wait_s = wait_s
+        self.whole = ""  # the build file before the split (`_split`), to build the .cu whole again
+        self.split_active = False
 
     def __call__(self, *args, **kwargs):
         try:
@@ -352,8 +354,40 @@ class JitHook:
         self.record["binding_key"] = key[:16]
         ninja = ninja.replace(PLACEHOLDER, module_name(key))
         if with_cuda:  # the .cu's host and device front ends at once (evaluator.nvccpar)
-            ninja = nvccpar.through(ninja)
+            ninja = self._split(build_dir, nvccpar.through(ninja))
         return build_dir, main_cpp, ninja, spec, key, flags, with_cuda
+
+    def _split(self, build_dir: Path, ninja: str) -> str:
+        """The build file with cuda.cu built as its device and host units (`evaluator.splitcu`), or as it
+        is where that does not apply (`record["split"]` says which, and why not)."""
+        self.whole = ninja
+        mark = build_dir / splitcu.FAILED_MARK
+        try:
+            if not splitcu.enabled():
+                raise splitcu.Unsplittable("KB_SPLIT_CU=0")
+            if mark.exists():  # the split build failed here before: the whole .cu is what built
+                raise splitcu.Unsplittable(f"built whole before: {mark.read_text()[:300]}")
+            parts = splitcu.split((build_dir / "cuda.cu").read_text())
+            text, _ = splitcu.split_ninja(ninja, build_dir)
+            _write(build_dir / splitcu.DEVICE_FILE, parts.device)
+            _write(build_dir / splitcu.HOST_FILE, parts.host)
+        except (splitcu.Unsplittable, OSError) as e:
+            self.record["split"] = {"used": False, "reason": str(e)}
+            return ninja
+        self.record["split"] = {"used": True, "kernels": list(parts.kernels)}
+        self.split_active = True
+        return text
+
+    def _unsplit(self, build_dir: Path, why: str) -> None:
+        """Build the .cu whole from now on (this build and every later one of this folder)."""
+        self.split_active = False
+        self.record["split"] = {"used": False, "reason": why}
+        _write(
+            build_dir / "build.ninja",
+            splitcu.unsplit_ninja((build_dir / "build.ninja").read_text(), self.whole),
+        )
+        with contextlib.suppress(OSError):
+            (build_dir / splitcu.FAILED_MARK).write_text(why)
 
     def _build(self, a, build_dir, main_cpp, ninja, spec, key, flags, with_cuda, stock):
         root, name = self.root, module_name(key)
@@ -416,9 +450,26 @@ class JitHook:
         self._ninja(build_dir, a, name)
 
     def _ninja(self, build_dir: Path, a: dict, name: str) -> None:
-        self.ce._run_ninja_build(
+        """Run the build file; a split build that fails in one of the .cu's units or the link, or whose
+        module leaves a launcher undefined, is built again with the .cu whole, whose outcome (its compile
+        errors included) is the build's. A failure of main.o alone is the candidate's, split or not."""
+        run = lambda: self.ce._run_ninja_build(  # noqa: E731
             str(build_dir), a["verbose"], error_prefix=f"Error building extension '{name}'"
         )
+        if not self.split_active:
+            return run()
+        try:
+            run()
+        except RuntimeError as e:
+            if not re.search(rf"FAILED: (?:cuda_host\.o|cuda_dev\.cuda\.o|{re.escape(name)}\.so)\b", str(e)):
+                raise  # main.cpp's own error (the candidate's declarations), as in the whole build
+            errors = [ln for ln in str(e).splitlines() if "error" in ln.lower()]
+            self._unsplit(build_dir, f"the split build failed: {(errors or [str(e)])[0][:300]}")
+            return run()
+        missing = splitcu.undefined_launchers(build_dir / f"{name}.so")
+        if missing:
+            self._unsplit(build_dir, f"the split module leaves {missing[0]} undefined")
+            run()
 
 
 def torch_ninja(ce, build_dir: Path, sources: list[str], a: dict, with_cuda: bool) -> str:
@@ -453,7 +504,7 @@ def _by_name(fn, **values):
 def _other_objects(ninja: str) -> list[str]:
     return [
         m.group(1)
-        for m in re.finditer(r"^build (\S+): (?:cuda_)?compile ", ninja, re.M)
+        for m in re.finditer(rf"^build (\S+): (?:cuda_compile|{splitcu.HOST_RULE}|compile) ", ninja, re.M)
         if m.group(1) != "main.o"
     ]
 

@@ -48,7 +48,8 @@ Prints one JSON line per case:
 
     {"case": …, "median_s": …, "n": …, "stages": {stage: median seconds}, "goal_s": …, "goal_met": …,
      "failed": [...], "skipped": [...], "child_start": {method: count}, "build_paths": {path: count},
-     "cuda_includes": {include: count}, "publish_wait_s": …, "nvcc_s": …, "main_cpp_pch": …}
+     "cuda_includes": {include: count}, "publish_wait_s": …, "nvcc_s": …, "main_cpp_pch": …,
+     "cu_split": {"split" | "whole": count}, "cu_whole_reasons": [...]}
 
 Every line also says `"strict"`: whether strict mode's checks ran (the default; `--no-strict` times
 KernelBench's checks alone, so that what strict mode adds to each case can be read apart).
@@ -67,8 +68,9 @@ solve's first evaluation, which starts what the evaluator keeps warm). Where the
 `publish_wait_s` (refine_same_decls: the seconds waited, before the refinement, for the harness to
 finish publishing the first build's binding object, `bindcache.wait_for_publishers`; in a solve that
 runs while the model writes its reply, and here the reply is instant), `nvcc_s` (the median seconds of
-a build's .cu compiles, `compile.builds[i]["nvcc"]`) and `main_cpp_pch` (builds that compiled main.cpp
-against the cached precompiled header). The warm-up also waits for the precompiled headers its
+a build's .cu compiles, `compile.builds[i]["nvcc"]`), `main_cpp_pch` (builds that compiled main.cpp
+against the cached precompiled header) and `cu_split` (builds whose .cu compiled as a device and a host
+unit, "split", or whole, `evaluator.splitcu`; `cu_whole_reasons` says why not). The warm-up also waits for the precompiled headers its
 evaluation started (`bindcache.warm_pch`, `pch_warm_s` in its line): they are kept warm, like the fork
 server. Progress goes to stderr; --json also writes every evaluation's record.
 """
@@ -339,6 +341,12 @@ def summarise(case: str, recs: list[dict], skipped: list[str]) -> dict:
         line["nvcc_s"] = median(nvcc)
     if any("pch" in b for b in compiled):
         line["main_cpp_pch"] = sum(1 for b in compiled if b.get("pch"))
+    splits = Counter("split" if b["split"].get("used") else "whole" for b in compiled if b.get("split"))
+    if splits:
+        line["cu_split"] = dict(splits)
+        line["cu_whole_reasons"] = sorted(
+            {b["split"]["reason"][:120] for b in compiled if b.get("split") and not b["split"].get("used")}
+        )
     return line
 
 
