@@ -57,6 +57,14 @@ SECRET_NAME = re.compile(
     r"DATABASE_URL|_URI$|PROXY|API_BASE|WEBHOOK|^KB_DB$",
     re.IGNORECASE,
 )
+# ... and neither do values that carry credentials whatever their name: a URL's password
+# (PIP_INDEX_URL=https://user:token@host, REDIS_URL=redis://user:password@host; helper-31) and the shapes
+# of the common providers' keys and tokens
+SECRET_VALUE = re.compile(
+    r"://[^/\s:@]+:[^/\s@]+@"
+    r"|\b(?:sk-[A-Za-z0-9_-]{16,}|sk-ant-[\w-]{8,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_\w{20,}|glpat-[\w-]{8,}"
+    r"|xox[abposr]-[\w-]{8,}|AKIA[0-9A-Z]{16}|AIza[\w-]{30,}|hf_[A-Za-z0-9]{20,})"
+)
 _PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -84,8 +92,9 @@ def candidate_build_root(candidate_source: str) -> Path:
 
 
 def child_env(settings: EvalSettings, workdir: Path, build_root: Path) -> dict[str, str]:
-    """The child's environment: the parent's, minus anything that looks like a secret, plus our settings."""
-    env = {k: v for k, v in os.environ.items() if not SECRET_NAME.search(k)}
+    """The child's environment: the parent's, minus anything that looks like a secret by its name
+    (`SECRET_NAME`) or its value (`SECRET_VALUE`), plus our settings."""
+    env = {k: v for k, v in os.environ.items() if not SECRET_NAME.search(k) and not SECRET_VALUE.search(v)}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PROJECT_ROOT), env.get("PYTHONPATH")) if p)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"

@@ -31,8 +31,8 @@ A denied call fails with EACCES or EPERM. Landlock's constants and struct layout
 include/uapi/linux/landlock.h (https://docs.kernel.org/userspace-api/landlock.html); seccomp's of
 include/uapi/linux/seccomp.h and linux/filter.h. The evaluation writes only its own candidate's folder
 of the build cache (`evaluator.runner.candidate_build_root`), so it cannot change what another source's
-evaluation loads. Still open: timestamps (utimes); reading the files on the import path (the project
-folder among them).
+evaluation loads. Still open: timestamps (utimes); reading the files on the import path (of the project's
+folder only its imported packages: `_import_root`).
 """
 
 from __future__ import annotations
@@ -136,14 +136,18 @@ _PROC_HIDDEN = {"self", "thread-self", "keys", "key-users", "kcore", "kmsg"}
 def _readable_roots() -> list[str]:
     """Where the narrow profile lets the child read, beside its writable folders and devices: the
     system's programs and libraries, /etc but its secrets, /proc but other processes' entries (their
-    environ holds the harness's API keys), this Python's prefixes and import path (the project,
-    site-packages), the CUDA toolkit and `CUDA_HDR_DIR`. Not: home folders, /tmp (other evaluations'
+    environ holds the harness's API keys), this Python's prefixes and import path (site-packages; of the
+    project's folder only the packages the child imports, `_import_root`), the CUDA toolkit and
+    `CUDA_HDR_DIR`. Not: home folders, /tmp (other evaluations'
     candidates), /root, /var, /run (sockets), other device files (terminals)."""
     out = list(_SYSTEM)
     out += [f"/etc/{e}" for e in listdir("/etc") if e not in _ETC_SECRETS]
     out += [f"/proc/{e}" for e in listdir("/proc") if not e.isdigit() and e not in _PROC_HIDDEN]
     out += [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
-    out += [p for p in sys.path if p] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    imports = [p for p in sys.path if p] + [
+        p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p
+    ]
+    out += [q for p in imports for q in _import_root(p)]
     # CUDA_HDR_DIR: the headers of a CUDA build of torch for the CPU machine's compile check (README); one
     # unpacked into /tmp or a home folder had every CUDA candidate's check fail "Permission denied"
     # (helper-29)
@@ -155,6 +159,24 @@ def _readable_roots() -> list[str]:
     tools = [find_nvcc(), *(shutil.which(t) for t in ("ninja", "g++", "gcc"))]
     out += [str(Path(os.path.realpath(t)).parent.parent) for t in tools if t]  # the builds' toolkits
     return [p for p in dict.fromkeys(out) if os.path.exists(p) and p != "/"]
+
+
+# the project's folders that the child imports (kb_agent.evaluator, kb_agent.problems, through kb_agent)
+_CHILD_PACKAGES = ("kb_agent", "evaluator", "problems")
+_PROJECT = Path(__file__).resolve().parent.parent
+
+
+def _import_root(path: str) -> list[str]:
+    """What the child may read of one folder on the import path: the folder, but for this project's
+    folder (a source checkout on PYTHONPATH, the GPU machine's way, or an editable install's), of which
+    only the packages the child imports: the project's folder also holds `.env` files, `runs/kb.sqlite`
+    and whatever else its user keeps there (helper-31 read an API key from `.env.local`)."""
+    try:
+        if Path(path).resolve() == _PROJECT:
+            return [str(_PROJECT / p) for p in _CHILD_PACKAGES]
+    except OSError:
+        pass
+    return [path]
 
 
 def _add_rule(libc, ruleset: int, path: str, rights: int) -> None:

@@ -202,6 +202,26 @@ def test_secrets_are_scrubbed_from_the_child(monkeypatch):
     assert r.status == Status.CORRECT, r.message
 
 
+def test_values_that_carry_credentials_are_scrubbed_whatever_their_names(monkeypatch, tmp_path):
+    # helper-31: PIP_INDEX_URL=https://user:token@host and REDIS_URL=redis://user:password@host reached
+    # the candidate, whose stdout returns to the model
+    from kb_agent.evaluator.runner import child_env
+
+    leaking = {"PIP_INDEX_URL": "https://deploy:glpat-abcdefgh12@gitlab.example/simple",
+               "REDIS_URL": "redis://default:hunter2@cache:6379/0", "MY_SETTING": "sk-abcdefghijklmnopqrstu",
+               "GH_CLI": "ghp_abcdefghijklmnopqrstuvwx"}  # fmt: skip
+    kept = {
+        "PIP_EXTRA_URL": "https://pypi.org/simple",
+        "KB_NOTE": "user@example.org",
+        "KB_MODEL": "openai/gpt-4o",
+    }
+    for name, value in {**leaking, **kept}.items():
+        monkeypatch.setenv(name, value)
+    env = child_env(EvalSettings(device="cpu"), tmp_path, tmp_path / "build")
+    assert not set(leaking) & set(env)
+    assert {k: env.get(k) for k in kept} == kept
+
+
 def test_integer_inputs_keep_their_dtype(tmp_path):
     ref = tmp_path / "7_gather.py"
     ref.write_text(

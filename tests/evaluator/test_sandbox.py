@@ -308,3 +308,27 @@ def test_the_cuda_headers_for_the_compile_check_are_readable_in_the_sandbox(tmp_
     assert out.stdout.split("\n")[:2] == [f"{hdr / 'Tensor.h'} read", f"{other / 'Tensor.h'} denied"], (
         out.stderr
     )
+
+
+def test_of_the_project_folder_only_the_packages_the_child_imports_are_readable():
+    # helper-31: the project's folder was readable whole (it is on the child's import path), and with it
+    # the user's .env.local, read with open() and torch.from_file
+    code = textwrap.dedent(
+        """
+        import sys
+        from kb_agent.evaluator.sandbox import restrict
+        restrict([])
+        for path in sys.argv[1:]:
+            try:
+                open(path).read(1)
+                print("read")
+            except PermissionError:
+                print("denied")
+        """
+    )
+    env = {**__import__("os").environ, "PYTHONPATH": str(ROOT)}
+    paths = [ROOT / "pyproject.toml", ROOT / "README.md", ROOT / "evaluator" / "worker.py",
+             ROOT / "problems" / "__init__.py", ROOT / "kb_agent" / "__init__.py"]  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code, *map(str, paths)], capture_output=True, text=True, env=env,
+                         timeout=60)  # fmt: skip
+    assert out.stdout.split() == ["denied", "denied", "read", "read", "read"], out.stderr

@@ -51,6 +51,10 @@ CANARIES = {
     "GITHUB_TOKEN": "ghp_redteam_canary_9d0e1f",
     "AWS_SECRET_ACCESS_KEY": "aws-redteam-canary-2a3b4c",
     "KB_REDTEAM_SECRET": "redteam-canary-5d6e7f",
+    # credentials in values under harmless names (helper-31): a URL's password, a token's shape
+    "PIP_INDEX_URL": "https://deploy:redteam-canary-url-8a9b@pypi.example.org/simple",
+    "KB_REDTEAM_BROKER": "amqp://worker:redteam-canary-amqp-4c5d@broker:5672/",
+    "KB_REDTEAM_SETTING": "sk-redteamcanaryvalue0123456789",
 }
 
 
