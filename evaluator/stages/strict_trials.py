@@ -238,9 +238,16 @@ def check_not_pytorch(ev, inputs: list) -> None:
 
     try:
         ref_work = library_work(ev.ref_model, ev.clone(inputs))
+    except Exception as e:  # the reference's op count failing is no verdict on the candidate
+        ev.strict_info["torch_ops_error"] = f"reference: {type(e).__name__}: {e}"
+        return
+    try:
         cand_work = library_work(ev.new_model, ev.clone(inputs))
-    except Exception as e:  # a failure of the op count is no verdict on the candidate
-        ev.strict_info["torch_ops_error"] = f"{type(e).__name__}: {e}"
+    except Exception as e:  # noqa: BLE001 - a forward that fails only while its ops are counted (helper-31)
+        ev.strict_info["torch_ops_error"] = f"candidate: {type(e).__name__}: {e}"
+        ev.checks.record("not_the_reference_ops", False,
+                         f"its forward raised while its PyTorch ops were counted ({type(e).__name__}: "
+                         f"{str(e)[:200]}), and ran without error otherwise")  # fmt: skip
         return
     everything = library_does_all_the_work(ref_work, cand_work)
     ev.strict_info["candidate_torch_ops"] = sorted(cand_work)

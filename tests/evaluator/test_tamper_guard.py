@@ -1,6 +1,7 @@
 """`strict.TamperGuard` on its own: what counts as a change of a guarded object, and what does not."""
 
 import functools
+import sys
 import threading
 import types
 
@@ -175,6 +176,25 @@ def test_signal_handlers_timers_and_gc_callbacks_are_interpreter_hooks():
     finally:
         gc.callbacks.remove(cb)
     assert interpreter_hooks() == before
+
+
+def test_a_profiler_and_profile_or_trace_functions_left_on_are_seen():
+    """helper-31: torch's profiler, entered by the candidate and left running, recorded every op and
+    Python call of the reference while it was timed (6x slower on the CPU); each such state is a process
+    setting or interpreter hook, and its end is no change."""
+    from kb_agent.evaluator.strict import interpreter_hooks, process_settings
+
+    settings, hooks = process_settings(torch), interpreter_hooks()
+    with torch.autograd.profiler.profile(with_stack=True):
+        assert process_settings(torch)["torch's profiler"] is True
+    assert process_settings(torch) == settings
+    for set_hook in (sys.setprofile, threading.setprofile, threading.settrace):
+        set_hook(lambda *a: None)
+        try:
+            assert interpreter_hooks()["profile and trace functions"] != hooks["profile and trace functions"]
+        finally:
+            set_hook(None)
+    assert interpreter_hooks() == hooks
 
 
 def test_torchs_own_lazy_singletons_and_vmap_kernels_are_no_tampering():
