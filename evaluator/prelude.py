@@ -177,6 +177,42 @@ def slim_operator_header(name: str) -> str | None:
     return "".join(kept) if len(kept) < len(lines) else None
 
 
+# The light ATen/cuda/CUDAContext.h of the slim build. torch's own holds CUDAContextLight.h (the cuBLAS,
+# cuSPARSE, cuSOLVER and cuDSS handles, device properties: their libraries' headers), ATen/Context.h and
+# ATen/cuda/Exceptions.h beside c10's streams; most candidates include it for
+# `at::cuda::getCurrentCUDAStream()` alone. Measured on the 2-core machine, g++ of a ReLU's host unit
+# (`evaluator.splitcu`) against the slim torch/types.h: 3.3 s with torch's, 2.2 s with this one. Written
+# only for sources that name nothing beyond the streams, the device functions and the launch checks
+# (`light_cuda_context`); a name it lacks fails the slim build for want of a declaration, and the next
+# try has torch's header.
+CUDA_CONTEXT = "ATen/cuda/CUDAContext.h"
+_CUDA_CONTEXT_TEXT = """#pragma once
+// kb-agent's light ATen/cuda/CUDAContext.h (kb_agent.evaluator.prelude): c10's CUDA streams, device
+// functions and launch checks, which torch's own includes too
+#include <c10/cuda/CUDAStream.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/util/Logging.h>
+"""
+_INCLUDES_CUDA_CONTEXT = re.compile(
+    r'^[ \t]*#[ \t]*include[ \t]*[<"]ATen/cuda/CUDAContext\.h[>"]', re.MULTILINE
+)
+# what torch's CUDAContext.h declares beyond the light one (and a margin: any guard, allocator, handle,
+# workspace, property or `detail`)
+_BEYOND_STREAMS = re.compile(
+    r"\b(?:AT_CUDA_\w+|AT_CUDNN_\w+|TORCH_CU\w*_CHECK|\w*Properties|warp_size|\w*Handle\w*|\w*Workspace\w*"
+    r"|globalContext|Context|getNumGPUs|is_available|canDeviceAccessPeer|\w*Allocator\w*|cublas\w*|cusparse\w*"
+    r"|cusolver\w*|cudss\w*|\w*Guard\w*|detail|\w*Generator\w*|\w*Graph\w*)\b"
+)
+
+
+def light_cuda_context(cuda_sources: list[str]) -> bool:
+    """Whether the slim build gives these sources the light ATen/cuda/CUDAContext.h: they include it and
+    name nothing it leaves out (`_BEYOND_STREAMS`)."""
+    text = "\n".join(cuda_sources)
+    return bool(_INCLUDES_CUDA_CONTEXT.search(text)) and not _BEYOND_STREAMS.search(text)
+
+
 def _write_if_changed(target: Path, text: str) -> None:
     try:
         if target.read_text() == text:
@@ -188,8 +224,8 @@ def _write_if_changed(target: Path, text: str) -> None:
 
 def write(folder: Path, cuda_sources: list[str], slim: bool = False) -> None:
     """Write the light header under `folder` (the build folder), for `-Ikb_prelude` run from there, and with
-    `slim` the slim copies of the operators' headers beside it (module doc; without `slim` none is left
-    there). An unchanged file is left as it is: the `.cu`'s dependency file names it, and a newer one would
+    `slim` the slim copies of the operators' headers beside it (module doc) and, where it serves, the
+    light ATen/cuda/CUDAContext.h (`light_cuda_context`); without `slim` none of them is left there. An unchanged file is left as it is: the `.cu`'s dependency file names it, and a newer one would
     make ninja compile the `.cu` again (a split evaluation's run child loads the build child's module
     through the same load_inline call: seen on the H200, 9.4 s of nvcc for nothing)."""
     root = Path(folder) / FOLDER
@@ -206,6 +242,11 @@ def write(folder: Path, cuda_sources: list[str], slim: bool = False) -> None:
             stale.unlink(missing_ok=True)
     for file, text in wanted.items():
         _write_if_changed(ops / file, text)
+    context = root / CUDA_CONTEXT
+    if slim and light_cuda_context(cuda_sources):
+        _write_if_changed(context, _CUDA_CONTEXT_TEXT)
+    else:
+        context.unlink(missing_ok=True)
 
 
 @functools.cache

@@ -104,6 +104,67 @@ def test_a_slim_write_puts_the_operators_copies_beside_it_and_a_light_one_takes_
     assert list(ops.iterdir()) == []
 
 
+STREAM = """#include <ATen/cuda/CUDAContext.h>
+__global__ void fill_kernel(float* y, int n) { if (threadIdx.x < n) y[threadIdx.x] = 1.f; }
+torch::Tensor fill(torch::Tensor y) {
+  auto stream = at::cuda::getCurrentCUDAStream();
+  fill_kernel<<<1, 32, 0, stream>>>(y.data_ptr<float>(), (int)y.numel());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return y;
+}
+"""
+
+
+@pytest.mark.parametrize(
+    "extra, light",
+    [("", True), ("auto p = at::cuda::getCurrentDeviceProperties();", False), ("AT_CUDA_CHECK(cudaGetLastError());", False),
+     ("const at::cuda::OptionalCUDAGuard guard(y.device());", False), ("auto h = at::cuda::getCurrentCUDABlasHandle();", False)],
+)  # fmt: skip
+def test_the_light_cuda_context_serves_sources_that_use_only_its_streams_and_launch_checks(
+    tmp_path, extra, light
+):
+    src = STREAM.replace("  return y;", f"  {extra}\n  return y;")
+    assert prelude.light_cuda_context([src]) is light
+    assert prelude.light_cuda_context([src.replace("#include <ATen/cuda/CUDAContext.h>", "")]) is False
+    prelude.write(tmp_path, [src], slim=True)
+    context = tmp_path / prelude.FOLDER / prelude.CUDA_CONTEXT
+    assert context.is_file() is light
+    prelude.write(tmp_path, [STREAM])  # not slim: none
+    assert not context.exists()
+
+
+@pytest.mark.slow  # one g++ parse of the slim header
+@pytest.mark.skipif(shutil.which("c++") is None or shutil.which("nvcc") is None, reason="needs g++ and nvcc")
+def test_host_code_using_the_streams_compiles_against_the_light_cuda_context(tmp_path):
+    """g++ on the host half of STREAM (as `evaluator.splitcu` makes it) against the slim header and the
+    light CUDAContext.h: c10's CUDA headers, no cuSPARSE or cuBLAS header (those of a CUDA build of torch,
+    `CUDA_HDR_DIR`, as the README has them for the compile check; CPU torch lacks c10's CUDA macros)."""
+    import re
+    from pathlib import Path
+
+    from kb_agent.evaluator.build import torch_includes
+
+    includes = torch_includes()
+    if not any((Path(p) / "c10/cuda/impl/cuda_cmake_macros.h").is_file() for p in includes):
+        pytest.skip("needs the headers of a CUDA build of torch (CUDA_HDR_DIR)")
+
+    prelude.write(tmp_path, [STREAM], slim=True)
+    out = subprocess.run(["nvcc", "--dryrun", "-c", "-x", "cu", "/dev/null", "-o", "/dev/null"],
+                         capture_output=True, text=True, check=False)  # fmt: skip
+    cuda = re.search(r'INCLUDES="-I([^"]+)"', out.stdout + out.stderr).group(1).strip()
+    host = "#include <cuda_runtime.h>\n#include <torch/types.h>\n" + STREAM.replace(
+        "fill_kernel<<<1, 32, 0, stream>>>(", "launch(1, 32, 0, stream, "
+    ).replace("__global__ void fill_kernel(float* y, int n) { if (threadIdx.x < n) y[threadIdx.x] = 1.f; }",
+              "void launch(dim3 g, dim3 b, size_t s, cudaStream_t st, float* y, int n);")  # fmt: skip
+    (tmp_path / "host.cpp").write_text(host)
+    inc = [a for p in [*includes, cuda] for a in ("-isystem", p)]
+    cmd = ["c++", "-std=c++20", "-fsyntax-only", "-H", prelude.INCLUDE_FLAG, *inc, "host.cpp"]
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "kb_prelude/ATen/cuda/CUDAContext.h" in proc.stderr  # -H: the headers read
+    assert "CUDAContextLight.h" not in proc.stderr and "cusparse.h" not in proc.stderr
+
+
 def _function_headers() -> list[str]:
     ops = prelude._torch_include() / "ATen" / "ops"
     return sorted(f.stem for f in ops.glob("*.h") if prelude.slim_operator_header(f.stem) is not None)
