@@ -107,12 +107,38 @@ class CudaUnavailable(Exception):
 
 
 def detect_backend(source: str) -> str:
-    """ "cuda" if the source builds a C++/CUDA extension, "triton" if it defines Triton kernels, else "torch"."""
-    if re.search(r"\bload_inline\b|\bcpp_extension\b|\bcuda_sources\b", source):
+    """ "cuda" if the source builds a C++/CUDA extension, "triton" if it defines Triton kernels, else "torch",
+    read from its code: its comments and string literals say nothing (helper-32: a Triton candidate
+    commented "no load_inline needed" was taken for a CUDA one, and a Triton study rejected it)."""
+    code = _python_code(source)
+    if re.search(r"\bload_inline\b|\bcpp_extension\b|\bcuda_sources\b", code):
         return "cuda"
-    if re.search(r"@\s*triton\.(jit|autotune|heuristics)\b|\bimport\s+triton\b|\bfrom\s+triton\b", source):
+    if re.search(r"@\s*triton\.(jit|autotune|heuristics)\b|\bimport\s+triton\b|\bfrom\s+triton\b", code):
         return "triton"
     return "torch"
+
+
+def _python_code(source: str) -> str:
+    """`source` with its comments and string literals blanked (every other character where it was); the
+    source itself where Python cannot tokenize it."""
+    import io
+    import tokenize
+
+    blanked = {tokenize.COMMENT, tokenize.STRING}
+    blanked |= {getattr(tokenize, n) for n in ("FSTRING_MIDDLE", "TSTRING_MIDDLE") if hasattr(tokenize, n)}
+    lines = source.splitlines(keepends=True)
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type not in blanked:
+                continue
+            (r0, c0), (r1, c1) = tok.start, tok.end
+            for r in range(r0, r1 + 1):
+                text = lines[r - 1]
+                a, b = (c0 if r == r0 else 0), (c1 if r == r1 else len(text.rstrip("\r\n")))
+                lines[r - 1] = text[:a] + " " * (b - a) + text[b:]
+    except (tokenize.TokenError, SyntaxError, IndentationError, IndexError):
+        return source
+    return "".join(lines)
 
 
 def _is_command(line: str) -> bool:

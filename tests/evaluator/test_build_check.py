@@ -118,3 +118,23 @@ def test_a_cu_using_the_cpp_frontend_passes_the_compile_check_through_the_retry(
     src = src.replace("    return y;\n}", "    return torch::nn::functional::relu(y);\n}")
     r = evaluate(resolve_one("toy/relu"), src, EvalSettings(device="cpu"))
     assert r.status == Status.RUNTIME_ERROR and "passed an nvcc compile check" in r.message, r.message
+
+
+@pytest.mark.parametrize(
+    "source, backend",
+    [
+        ("import triton\n# faster than load_inline would be\n@triton.jit\ndef k(x):\n    pass\n", "triton"),
+        ('import triton\n"""Not a cpp_extension: no cuda_sources here."""\n@triton.jit\ndef k(x):\n    pass\n', "triton"),
+        ("import triton\n@triton.jit\ndef k(x):\n    assert x, 'load_inline is not used'\n", "triton"),
+        ("from torch.utils.cpp_extension import load_inline\nm = load_inline(name='m', cpp_sources='')\n", "cuda"),
+        ("import torch.utils.cpp_extension as ce\nm = ce.load_inline('m', '', cuda_sources='')  # Triton? no\n", "cuda"),
+        ("import torch\n# load_inline, @triton.jit: words only\n", "torch"),
+        ("this is not Python: load_inline '\n", "cuda"),  # untokenizable: read as it is
+    ],
+)  # fmt: skip
+def test_the_backend_is_read_from_the_code_not_its_comments_or_strings(source, backend):
+    # helper-32: a Triton candidate that mentioned load_inline in a comment, a docstring or a message was
+    # taken for a CUDA one, and `--backend triton` rejected it
+    from kb_agent.evaluator.build import detect_backend
+
+    assert detect_backend(source) == backend
