@@ -1529,7 +1529,9 @@ def library_work(fn, args) -> dict[str, float]:
     result) for the others. Seen at the dispatcher, so ops a C++ extension calls (torch::matmul,
     at::relu) count too; a custom kernel's work is invisible here, and so is an op of a namespace other
     than torch's own (`torch.library.custom_op("mylib::relu")`: a candidate's kernel registered as an
-    op, counted as aten's relu by its name until helper-17 found it, 2026-12-07). Glue ops are left out."""
+    op, counted as aten's relu by its name until helper-17 found it, 2026-12-07). Glue ops are left out.
+    A bias added inside a GEMM or a convolution (`addmm`, `convolution` with a bias) counts as "add" work
+    too, elements of the output (`_adds_a_bias`)."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils.flop_counter import FlopCounterMode
@@ -1552,6 +1554,10 @@ def library_work(fn, args) -> dict[str, float]:
                     if isinstance(t, torch.Tensor)
                 ]
                 elements[kind] = elements.get(kind, 0.0) + float(max(sizes, default=1))
+                if _adds_a_bias(func._overloadpacket.__name__, args, kwargs or {}) and isinstance(
+                    out, torch.Tensor
+                ):
+                    elements["add"] = elements.get("add", 0.0) + float(out.numel())
             return out
 
     with torch.no_grad(), FlopCounterMode(display=False) as counter, _Record():
@@ -1562,6 +1568,27 @@ def library_work(fn, args) -> dict[str, float]:
         if kind is not None and n:
             flops[kind] = flops.get(kind, 0.0) + float(n)
     return {**elements, **flops}
+
+
+# library ops that add a bias inside a GEMM or a convolution (its argument 0, or 2): the bias add is work of
+# its own, which a custom epilogue may do (helper-32: torch.mm, then a Triton bias kernel, was "all of
+# the reference's work" against an nn.Linear whose addmm counted as a matmul alone)
+_BIAS_AT_0 = {"addmm", "addmv", "addbmm", "baddbmm", "_addmm_activation", "addr"}
+_BIAS_AT_2 = {"convolution", "_convolution", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+              "conv_transpose3d", "cudnn_convolution", "mkldnn_convolution", "linear", "_slow_conv2d_forward"}  # fmt: skip
+
+
+def _adds_a_bias(name: str, args: tuple, kwargs: dict) -> bool:
+    """Whether the aten op `name` called with `args` adds a bias to its product (`_BIAS_AT_0`, with a
+    nonzero `beta`; `_BIAS_AT_2` with a bias tensor)."""
+    import torch
+
+    if name in _BIAS_AT_0:
+        return bool(args) and isinstance(args[0], torch.Tensor) and kwargs.get("beta", 1) != 0
+    if name in _BIAS_AT_2:
+        bias = args[2] if len(args) > 2 else kwargs.get("bias")
+        return isinstance(bias, torch.Tensor)
+    return False
 
 
 def library_does_all_the_work(ref_work: dict[str, float], cand_work: dict[str, float]) -> list[str]:

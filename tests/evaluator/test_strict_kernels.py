@@ -314,3 +314,24 @@ def test_a_kernel_registered_as_an_op_of_its_own_namespace_is_no_library_work():
     x = torch.randn(64)
     assert set(library_work(torch.relu, [x])) == {"clamp"}
     assert library_work(lambda t: torch.ops.kbtest.relu(t), [x]) == {}
+
+
+def test_a_bias_inside_a_gemm_or_convolution_is_work_a_custom_epilogue_may_do():
+    # helper-32: torch.mm (or a conv without bias), then a Triton kernel adding the bias, was "all of the
+    # reference's work" against nn.Linear (addmm) and nn.Conv2d, whose bias add counted for nothing
+    linear, conv = torch.nn.Linear(16, 8), torch.nn.Conv2d(3, 4, 3)
+    x, image = torch.randn(4, 16), torch.randn(1, 3, 8, 8)
+    ref_work = library_work(linear, [x])
+    assert ref_work["add"] == 4 * 8 and ref_work["matmul"] == 2 * 4 * 16 * 8
+    assert (
+        library_does_all_the_work(ref_work, library_work(lambda t: torch.mm(t, linear.weight.t()), [x])) == []
+    )
+    assert library_does_all_the_work(ref_work, library_work(linear, [x])) == ["add", "matmul"]
+    assert library_does_all_the_work(
+        ref_work, library_work(lambda t: torch.mm(t, linear.weight.t()) + linear.bias, [x])
+    ) == ["add", "matmul"]  # the bias added in PyTorch is still all of it
+    conv_work = library_work(conv, [image])
+    assert conv_work["add"] == 4 * 6 * 6
+    without_bias = library_work(lambda t: torch.nn.functional.conv2d(t, conv.weight), [image])
+    assert "add" not in without_bias and library_does_all_the_work(conv_work, without_bias) == []
+    assert "add" not in library_work(lambda t: torch.addmm(linear.bias, t, linear.weight.t(), beta=0), [x])
