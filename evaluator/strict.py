@@ -1338,17 +1338,38 @@ def _signed(x):
     return y
 
 
+def _two_valued(x, chunk: int = 1 << 24) -> bool:
+    """Whether a floating-point tensor holds at most two distinct values (labels drawn as `randint * 2 -
+    1`, a 0/1 mask): the problem's structure, not a scale, which the extra trials keep as drawn. helper-32:
+    KernelBench 1/100's HingeLoss draws its targets as +-1, and an exact kernel that reads them as signs
+    (`where(t > 0, 1 - p, 1 + p)`) was rejected on rescaled targets. The first elements decide for most
+    draws; the rest is read chunk by chunk."""
+    flat = x.reshape(-1)
+    if flat.numel() < 2:
+        return False
+    values = flat[:4096].unique()
+    if values.numel() > 2:
+        return False
+    lo, hi = values[0], values[-1]
+    return all(bool(((c == lo) | (c == hi)).all()) for c in flat.split(chunk))
+
+
 def alternative_inputs(inputs: list, torch_mod, precision: str = "fp32") -> Iterator[tuple[str, list]]:
     """Inputs outside the declared distribution, for strict extra trials: signed values, larger
     magnitudes (x8), and in fp32 much larger ones (x100: exp overflows fp32 past 88.7, so a softmax or
     log-sum-exp without its max subtraction turns to inf/NaN where the reference stays finite; fp16/bf16
     inputs already reach that at x8, past 11.1). Only floating-point tensors change, and none of their
-    exact zeros (`_signed`); integer inputs (indices) are kept. Yielded one set at a time, so only one
+    exact zeros (`_signed`); integer inputs (indices) and two-valued ones (+-1 labels, masks:
+    `_two_valued`) are kept. Yielded one set at a time, so only one
     extra copy of large inputs is alive. A trial counts only where the reference's output is finite on
     it (the caller's rule)."""
 
+    changed = [
+        isinstance(x, torch_mod.Tensor) and x.is_floating_point() and not _two_valued(x) for x in inputs
+    ]
+
     def remap(f):
-        return [f(x) if isinstance(x, torch_mod.Tensor) and x.is_floating_point() else x for x in inputs]
+        return [f(x) if change else x for x, change in zip(inputs, changed, strict=True)]
 
     yield "signed", remap(_signed)
     yield "larger", remap(lambda x: x * 8)

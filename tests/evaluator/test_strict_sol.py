@@ -120,3 +120,21 @@ def test_a_trial_whose_output_overflows_says_how_many_elements_are_not_finite():
     assert (
         _nonfinite(compare_outputs(x, x + 1, 1e-4, 1e-4, trial=-1, seed=0)) == "" and _nonfinite(None) == ""
     )
+
+
+def test_two_valued_inputs_are_kept_as_drawn_in_every_extra_trial():
+    # helper-32: KernelBench 1/100 (HingeLoss) draws its targets as randint(0, 2) * 2 - 1, and an exact
+    # kernel reading them as signs was rejected on rescaled targets; a 0/1 mask is structure too
+    from kb_agent.evaluator.strict import _two_valued, alternative_inputs
+
+    predictions = torch.randn(64)
+    targets = torch.randint(0, 2, (64,)).float() * 2 - 1
+    mask = (torch.rand(5000) > 0.5).float()
+    for name, (p, t, m) in alternative_inputs([predictions, targets, mask], torch):
+        assert t is targets and m is mask, name
+        assert not torch.equal(p, predictions), name
+    assert _two_valued(torch.ones(8)) and not _two_valued(torch.tensor([1.0]))
+    late = torch.ones(10_000)
+    late[-1] = 3.0  # a third value past the first elements: read chunk by chunk
+    late[0] = -1.0
+    assert not _two_valued(late) and not _two_valued(torch.randn(100))
