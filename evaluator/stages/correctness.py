@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import time
 
-from kb_agent.evaluator.context import Verdict, describe_exception, record_tampering, set_seed
+from kb_agent.evaluator.context import (
+    INTERPRETER_BF16,
+    Verdict,
+    describe_exception,
+    record_tampering,
+    set_seed,
+)
 from kb_agent.evaluator.result import CorrectnessInfo, Status
 from kb_agent.evaluator.strict import collect_garbage
 
@@ -66,8 +73,14 @@ def run(ev) -> None:
         r = compare_outputs(expected, actual, ev.atol, ev.rtol, i, s, inputs=inputs, rerun=again)
         info.results.append(r)
         if not r.passed:
-            verdict = Verdict(Status.INCORRECT, f"output mismatch in correctness trial {i + 1} of "
-                              f"{len(seeds)} ({r.problem})")  # fmt: skip
+            message = f"output mismatch in correctness trial {i + 1} of {len(seeds)} ({r.problem})"
+            if (
+                ev.settings.precision == "bf16"
+                and os.environ.get("TRITON_INTERPRET") == "1"
+                and "triton" in ev.candidate_src
+            ):
+                message += f"\n{INTERPRETER_BF16}"
+            verdict = Verdict(Status.INCORRECT, message)
             break
         info.passed += 1
     info.seconds = time.perf_counter() - t0

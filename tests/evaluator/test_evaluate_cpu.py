@@ -1,5 +1,6 @@
 """The evaluator end to end on the CPU: Triton candidates under the interpreter, faults in the child."""
 
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -95,6 +96,23 @@ def test_libdevice_under_the_interpreter_is_a_runtime_error_that_says_why():
     r = run("triton_relu_libdevice")
     assert r.status == Status.RUNTIME_ERROR
     assert "libdevice, which Triton's interpreter" in r.message and "evaluate it on a GPU" in r.message
+
+
+def test_bf16_under_the_interpreter_says_the_verdict_may_be_the_interpreters():
+    # helper-32: Triton's interpreter raises on some bfloat16 arithmetic (a compile_error blamed the
+    # candidate) and gets other bf16 arithmetic wrong (an incorrect verdict with a misleading diagnosis)
+    src = (CANDIDATES / "triton_relu.py").read_text()
+    line = "tl.store(y_ptr + offs, tl.maximum(x, 0.0), mask=mask)"
+    raises = src.replace(line, "tl.store(y_ptr + offs, tl.maximum(x * 0.5 + x * 0.5, 0.0), mask=mask)")
+    wrong = src.replace(line, "tl.store(y_ptr + offs, tl.maximum(x, 1.0), mask=mask)")
+    assert src != raises and src != wrong
+    settings = EvalSettings(device="cpu", precision="bf16", correctness_trials=1, timed_trials=2)
+    r = evaluate(resolve_one("toy/relu"), raises, settings)
+    assert r.status == Status.RUNTIME_ERROR and "bfloat16 arithmetic, which Triton's interpreter" in r.message
+    r = evaluate(resolve_one("toy/relu"), wrong, settings)
+    assert r.status == Status.INCORRECT and "computes bfloat16 arithmetic wrongly" in r.message
+    r = evaluate(resolve_one("toy/relu"), wrong, dataclasses.replace(settings, precision="fp32"))
+    assert r.status == Status.INCORRECT and "bfloat16" not in r.message
 
 
 def test_python_exception_names_the_candidate_line():
