@@ -234,20 +234,34 @@ def check_not_pytorch(ev, inputs: list) -> None:
     left out, or less of it): a library GEMM beside a custom epilogue passes; the reference's whole
     computation in PyTorch, beside a decoy or a copying kernel, does not (`strict.library_does_all_the_work`).
     The work of both is recorded (`library_work`)."""
+    from kb_agent.evaluator.compare import compare_outputs
     from kb_agent.evaluator.strict import library_does_all_the_work, library_work
 
+    seed, expected, actual = ev.settings.seed + 3_000_017, [], []
     try:
-        ref_work = library_work(ev.ref_model, ev.clone(inputs))
+        set_seed(seed)
+        ref_work = library_work(ev.ref_model, ev.clone(inputs), expected)
     except Exception as e:  # the reference's op count failing is no verdict on the candidate
         ev.strict_info["torch_ops_error"] = f"reference: {type(e).__name__}: {e}"
         return
     try:
-        cand_work = library_work(ev.new_model, ev.clone(inputs))
+        set_seed(seed)
+        cand_work = library_work(ev.new_model, ev.clone(inputs), actual)
+        ev.sync()
     except Exception as e:  # noqa: BLE001 - a forward that fails only while its ops are counted (helper-31)
         ev.strict_info["torch_ops_error"] = f"candidate: {type(e).__name__}: {e}"
         ev.checks.record("not_the_reference_ops", False,
                          f"its forward raised while its PyTorch ops were counted ({type(e).__name__}: "
                          f"{str(e)[:200]}), and ran without error otherwise")  # fmt: skip
+        return
+    # what was counted must be the answer: a forward that skipped its library ops while counted, and
+    # returned anything, passed (helper-34)
+    r = compare_outputs(expected[0], actual[0], ev.atol, ev.rtol, trial=-1, seed=seed)
+    del expected, actual
+    if not r.passed:
+        ev.checks.record("not_the_reference_ops", False,
+                         f"its output while its PyTorch ops were counted was wrong ({r.problem}), and right "
+                         "otherwise: the ops counted were not the ones that make its answer")  # fmt: skip
         return
     everything = library_does_all_the_work(ref_work, cand_work)
     ev.strict_info["candidate_torch_ops"] = sorted(cand_work)
