@@ -364,15 +364,20 @@ class JitHook:
         mark = build_dir / splitcu.FAILED_MARK
         try:
             if not splitcu.enabled():
-                raise splitcu.Unsplittable("KB_SPLIT_CU=0")
+                raise splitcu.Unsplittable("off (KB_SPLIT_CU=1 turns it on)")
             if mark.exists():  # the split build failed here before: the whole .cu is what built
                 raise splitcu.Unsplittable(f"built whole before: {mark.read_text()[:300]}")
             parts = splitcu.split((build_dir / "cuda.cu").read_text())
             text, _ = splitcu.split_ninja(ninja, build_dir)
             _write(build_dir / splitcu.DEVICE_FILE, parts.device)
             _write(build_dir / splitcu.HOST_FILE, parts.host)
-        except (splitcu.Unsplittable, OSError) as e:
-            self.record["split"] = {"used": False, "reason": str(e)}
+        except Exception as e:  # noqa: BLE001 - the split is a shortcut: anything amiss builds the .cu whole
+            why = (
+                str(e)
+                if isinstance(e, splitcu.Unsplittable)
+                else f"the split failed: {type(e).__name__}: {e}"
+            )
+            self.record["split"] = {"used": False, "reason": why}
             return ninja
         self.record["split"] = {"used": True, "kernels": list(parts.kernels)}
         self.split_active = True
@@ -382,12 +387,13 @@ class JitHook:
         """Build the .cu whole from now on (this build and every later one of this folder)."""
         self.split_active = False
         self.record["split"] = {"used": False, "reason": why}
-        _write(
-            build_dir / "build.ninja",
-            splitcu.unsplit_ninja((build_dir / "build.ninja").read_text(), self.whole),
-        )
         with contextlib.suppress(OSError):
             (build_dir / splitcu.FAILED_MARK).write_text(why)
+        try:
+            whole = splitcu.unsplit_ninja((build_dir / "build.ninja").read_text(), self.whole)
+        except (splitcu.Unsplittable, OSError) as e:  # torch's own build, from the start (JitHook._stock)
+            raise ShortcutError(f"{why}; and its build file could not be made whole again: {e}") from None
+        _write(build_dir / "build.ninja", whole)
 
     def _build(self, a, build_dir, main_cpp, ninja, spec, key, flags, with_cuda, stock):
         root, name = self.root, module_name(key)
@@ -467,8 +473,9 @@ class JitHook:
             self._unsplit(build_dir, f"the split build failed: {(errors or [str(e)])[0][:300]}")
             return run()
         missing = splitcu.undefined_launchers(build_dir / f"{name}.so")
-        if missing:
-            self._unsplit(build_dir, f"the split module leaves {missing[0]} undefined")
+        if missing is None or missing:
+            self._unsplit(build_dir, f"the split module leaves {missing[0]} undefined" if missing else
+                          "the split module's launchers could not be checked (nm)")  # fmt: skip
             run()
 
 

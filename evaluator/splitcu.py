@@ -65,8 +65,10 @@ class Split:
 
 
 def enabled() -> bool:
-    """Whether load_inline builds split their `.cu`: yes unless KB_SPLIT_CU=0."""
-    return os.environ.get("KB_SPLIT_CU", "1") != "0"
+    """Whether load_inline builds split their `.cu`: with KB_SPLIT_CU=1 only, until the split has been
+    checked on a GPU (tests/evaluator/test_splitcu_gpu.py, bench_latency.py); written 2026-12-08, when no
+    GPU was lent."""
+    return os.environ.get("KB_SPLIT_CU", "0") == "1"
 
 
 # -- reading the source --------------------------------------------------------------------------------
@@ -527,14 +529,19 @@ def unsplit_ninja(split: str, whole: str) -> str:
     )
 
 
-def undefined_launchers(module: os.PathLike | str) -> list[str]:
+def undefined_launchers(module: os.PathLike | str) -> list[str] | None:
     """The launchers (`LAUNCHER_PREFIX`) that the built module `module` (.so) uses but does not define,
     from `nm -D --undefined-only`: a host unit whose launcher declaration means other types than the
-    device unit's definition (the module would fail at import). Empty where nm is not on the PATH."""
+    device unit's definition (the module would fail at import). None where that cannot be read (no nm
+    on the PATH, or nm failing): then the split module is not trusted."""
     nm = shutil.which("nm")
     if nm is None:
-        return []
-    out = subprocess.run(
-        [nm, "-D", "--undefined-only", str(module)], capture_output=True, text=True, check=False
-    )
+        return None
+    try:
+        out = subprocess.run([nm, "-D", "--undefined-only", str(module)], capture_output=True, text=True,
+                             check=False, timeout=60)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
     return [ln.split()[-1] for ln in out.stdout.splitlines() if LAUNCHER_PREFIX in ln]

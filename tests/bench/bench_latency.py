@@ -70,8 +70,8 @@ finish publishing the first build's binding object, `bindcache.wait_for_publishe
 runs while the model writes its reply, and here the reply is instant), `nvcc_s` (the median seconds of
 a build's .cu compiles, `compile.builds[i]["nvcc"]`), `main_cpp_pch` (builds that compiled main.cpp
 against the cached precompiled header) and `cu_split` (builds whose .cu compiled as a device and a host
-unit, "split", or whole, `evaluator.splitcu`; `cu_whole_reasons` says why not). The warm-up also waits for the precompiled headers its
-evaluation started (`bindcache.warm_pch`, `pch_warm_s` in its line): they are kept warm, like the fork
+unit, "split", or whole, `evaluator.splitcu`, which KB_SPLIT_CU=1 turns on; `cu_whole_reasons` says
+why not). The warm-up also waits for the precompiled headers its evaluation started (`bindcache.warm_pch`, `pch_warm_s` in its line): they are kept warm, like the fork
 server. Progress goes to stderr; --json also writes every evaluation's record.
 """
 

@@ -2,7 +2,8 @@
 
     pytest -q -s -m gpu tests/evaluator/test_splitcu_gpu.py
 
-Each candidate is evaluated with default (strict) settings in a fresh build cache. A KernelBench-style
+Each candidate is evaluated with default (strict) settings and KB_SPLIT_CU=1 (the split is off by default
+until these pass on a GPU) in a fresh build cache. A KernelBench-style
 ReLU builds as a device and a host unit and is correct; one whose split build fails (its wrapper calls a
 `__host__ __device__` function that only the device unit has) and one the split does not take (a
 template kernel) build whole and are correct; each build's record says which and why. The -s output
@@ -29,8 +30,9 @@ TEMPLATE = RELU.replace(KERNEL, "template <typename T>\n__global__ void relu_ker
 )  # fmt: skip
 
 
-def _evaluate(tmp_path, monkeypatch, source: str, name: str):
+def _evaluate(tmp_path, monkeypatch, source: str, name: str, split: str = "1"):
     monkeypatch.setenv("KB_BUILD_DIR", str(tmp_path / name))
+    monkeypatch.setenv("KB_SPLIT_CU", split)
     r = evaluate(resolve_one("toy/relu"), source, EvalSettings())
     assert r.status == Status.CORRECT, r.message
     build = r.compile.builds[0]  # the build child's
@@ -57,7 +59,6 @@ def test_a_template_kernel_builds_whole_and_is_correct(tmp_path, monkeypatch):
     assert build["split"] == {"used": False, "reason": "a template kernel"}, build
 
 
-def test_the_split_is_off_with_kb_split_cu_0(tmp_path, monkeypatch):
-    monkeypatch.setenv("KB_SPLIT_CU", "0")
-    build = _evaluate(tmp_path, monkeypatch, RELU, "off")
-    assert build["split"] == {"used": False, "reason": "KB_SPLIT_CU=0"}, build
+def test_the_split_is_off_without_kb_split_cu_1(tmp_path, monkeypatch):
+    build = _evaluate(tmp_path, monkeypatch, RELU, "off", split="0")
+    assert build["split"] == {"used": False, "reason": "off (KB_SPLIT_CU=1 turns it on)"}, build
