@@ -11,14 +11,17 @@ nvcc, the whole critical path of a refinement turn (issue 13).
 How: `split` cuts the `.cu` (as load_inline wrote it: its `#include <torch/types.h>`, then the
 candidate's sources) into top-level items and sorts them:
 
-* kernels (`__global__`, not templates) and other device code (`__device__`, `__constant__`, ...) go to
-  the device unit; after each kernel comes a launcher, `void kb_launch_NAME(dim3, dim3, size_t,
-  cudaStream_t, <the kernel's own parameters>)`, which launches it with `<<<...>>>`;
+* kernels (`__global__`, not templates) and other device code (`__device__`, `__constant__`, ...,
+  CUDA's device libraries and their namespaces: cub, cooperative_groups, nvcuda) go to the device unit;
+  after each kernel comes its launcher, a `struct kb_launch_NAME` made from the launch configuration
+  whose `operator()`, taking the kernel's own parameters, launches it with `<<<...>>>`;
 * what names torch, and every other host function or variable, goes to the host unit, where each launch
-  `NAME<<<grid, block[, shmem[, stream]]>>>(args)` becomes `kb_launch_NAME(grid, block, shmem, stream,
-  args)` (0 for the shared memory and stream left out, as `<<<>>>` has them) and the launcher is declared
-  where the kernel was;
-* types, constants, macros and torch-free includes go to both.
+  `NAME<<<grid, block[, shmem[, stream]]>>>(args)` becomes `kb_launch_NAME(grid, block, shmem,
+  stream)(args)` (0 for the shared memory and stream left out, as `<<<>>>` has them; the configuration
+  is evaluated before the arguments, as nvcc has it) and the launcher's struct is declared where the
+  kernel was;
+* types, constants, macros and torch-free includes go to both; both start with the half types' headers,
+  which torch's headers give a whole `.cu`.
 
 Arguments reach the kernel's parameters through the launcher's parameters of the same types, so they are
 converted as the launch converted them. The host unit is compiled with what nvcc gave the `.cu`'s host
@@ -27,11 +30,16 @@ code: its `-D`, `-U`, `-I`, `-std`, `-O` and `-Xcompiler` flags (`host_flags`); 
 
 What is not split (`Unsplittable`, and the `.cu` is built whole as before): template kernels, a launch of
 anything but a kernel defined here by its plain name, a kernel named outside a launch (a function
-pointer, `cudaFuncSetAttribute`), conditional directives (`#if`, `#ifdef`), `__CUDACC__`, `__NVCC__` or
-`__CUDA_ARCH__` in host code (g++ would read it otherwise than nvcc), namespaces, `extern "C"` blocks,
-quoted includes, and nvcc flags this module does not know. A split build that fails (a name the host
-unit lacks, a device function the host code calls) is built whole by the caller, which says so in the
-build's record (`evaluator.bindcache.JitHook`); so is one whose module would leave a launcher undefined.
+pointer, `cudaFuncSetAttribute`), a name that device-only code declares and host code names (a
+specialization that changes a shared struct's layout, an overload the host would not see, a
+`__constant__` symbol: helper-33 found the first two compiling, linking and passing other values),
+conditional directives (`#if`, `#ifdef`), `__CUDACC__`, `__NVCC__` or `__CUDA_ARCH__` in host code (g++
+would read it otherwise than nvcc), unqualified `min`/`max` in host code, torch's `C10_HOST_DEVICE`,
+namespaces, `extern "C"` blocks, quoted includes, and nvcc flags this module does not know. A split build
+that fails is built whole by the caller, which says so in the build's record
+(`evaluator.bindcache.JitHook`); so is one whose module would leave a launcher undefined. Off unless
+KB_SPLIT_CU=1 (`enabled`). Still open: `__FILE__` and `__LINE__` in host code name `cuda_host.cpp` and
+its lines.
 """
 
 from __future__ import annotations
@@ -99,7 +107,12 @@ def mask(text: str) -> str:
     while i < n:
         c = text[i]
         if text.startswith("//", i):
-            j = text.find("\n", i)
+            j = i
+            while True:  # a line that ends in a backslash continues the comment (helper-33)
+                j = text.find("\n", j)
+                if j < 0 or not text[:j].rstrip("\r").endswith("\\"):
+                    break
+                j += 1
             j = n if j < 0 else j
             blank(i, j)
             i = j
@@ -176,11 +189,26 @@ def _outside_brackets(text: str) -> str:
     return "".join(out)
 
 
+def _without_template_clauses(text: str) -> str:
+    """`text` without its `template <...>` clauses (a default `= 32` there is no initializer)."""
+    out, i = [], 0
+    for m in re.finditer(r"\btemplate\s*<", text):
+        if m.start() < i:
+            continue
+        depth, j = 1, m.end()
+        while j < len(text) and depth:
+            depth += {"<": 1, ">": -1}.get(text[j], 0)
+            j += 1
+        out.append(text[i : m.start()])
+        i = j
+    return "".join(out) + text[i:]
+
+
 def _needs_semicolon(head: str) -> bool:
     """Whether a top-level item whose first brace opens after `head` ends at a `;` (a class, an enum,
     an initializer) rather than at its closing brace (a function)."""
-    head = _outside_brackets(head).strip()
-    if re.search(r"=", head.replace("==", "")):
+    head = _outside_brackets(_without_template_clauses(head)).strip()
+    if re.search(r"=", re.sub(r"\boperator\s*[^\w\s(]+", "", head).replace("==", "")):
         return True
     return bool(re.search(r"\b(?:struct|class|union|enum)\b", head)) and not head.endswith(")")
 
@@ -238,9 +266,24 @@ def items(m: str) -> list[_Item]:
 # -- sorting the items ---------------------------------------------------------------------------------
 _TORCH = re.compile(
     r"\b(?:torch|at|c10|caffe2|pybind11|py)\s*::|\b(?:Tensor|TORCH_\w+|AT_\w+|C10_\w+|PYBIND11_\w+)\b"
-    r"|\bdata_ptr\b"
+    r"|\bdata_ptr\b|\bnamespace\s+(?:torch|at|c10|caffe2)\b|\bpybind11\b"
 )
-_DEVICE = re.compile(r"\b__(?:device|constant|shared|managed|forceinline|noinline|grid_constant)__\b")
+_DEVICE = re.compile(r"\b__(?:device|constant|shared|managed|grid_constant)__\b")
+# names of namespaces only nvcc's device code has (an alias or a using-directive of one is device code)
+_CUDA_NAMESPACE = re.compile(
+    r"\s*(?:using\s+)?namespace\b[^;{]*\b(?:cooperative_groups|nvcuda|wmma|cub|thrust|cute|cutlass|cuda)\b"
+)
+# headers of CUDA's device libraries, which nvcc finds (include/cccl) and g++ does not: device code only
+_CUDA_LIBRARY_HEADER = re.compile(
+    r"(?:cub|thrust|cuda|cute|cutlass|cooperative_groups)/|(?:cooperative_groups|mma|cuda_pipeline\w*|cuda_awbarrier\w*)\.h$"
+)
+# min and max unqualified: nvcc's host pass declares CUDA's host overloads of them, g++ does not
+_BARE_MIN_MAX = re.compile(r"(?<![\w.:>])(?:min|max)\s*\(")
+# torch's host-and-device markers: functions the device unit (no torch headers) cannot declare
+_TORCH_DEVICE = re.compile(r"\bC10_(?:HOST_DEVICE|DEVICE|HOST)\b|\bC10_LAUNCH_BOUNDS\w*")
+_ATTRIBUTES = re.compile(
+    r"\b__align__\s*\(\s*\d+\s*\)|\balignas\s*\([^()]*\)|\b__launch_bounds__\s*\([^()]*\)"
+)
 _GLOBAL = re.compile(r"\b__global__\b")
 _HOST_ONLY_NVCC = re.compile(r"\b(?:__CUDACC\w*__|__NVCC__|__CUDA_ARCH\w*__|__CUDA_\w+__)")
 _TORCH_HEADER = re.compile(r"(?:torch|ATen|c10|caffe2|pybind11)/|Python\.h$")
@@ -264,15 +307,16 @@ class _Kernel:
     names: list[str]  # the parameters' names
 
 
-def _split_top(text: str, sep: str = ",") -> list[str]:
-    """`text` cut at `sep` outside brackets (and outside template angle brackets)."""
+def _split_top(text: str, sep: str = ",", angles: bool = True) -> list[str]:
+    """`text` cut at `sep` outside brackets (and, with `angles`, outside template angle brackets: for
+    parameter types, not for expressions, where `<` is a comparison)."""
     parts, depth, angle, cur = [], 0, 0, []
     for c in text:
         if c in _OPEN:
             depth += 1
         elif c in _CLOSE:
             depth -= 1
-        elif c == "<" and depth == 0:
+        elif c == "<" and depth == 0 and angles:
             angle += 1
         elif c == ">" and depth == 0 and angle:
             angle -= 1
@@ -312,15 +356,21 @@ def _kernel(src: str, m: str) -> _Kernel:
     return _Kernel(name.group(1), " ".join(params.split()), names)
 
 
-def _launcher_head(k: _Kernel) -> str:
-    params = f", {k.params}" if k.names else ""
-    return (f"void {LAUNCHER_PREFIX}{k.name}(dim3 kb_grid, dim3 kb_block, size_t kb_shmem, "
-            f"cudaStream_t kb_stream{params})")  # fmt: skip
+def _launcher_struct(k: _Kernel) -> str:
+    """The launcher's type, the same text in both units: made from the launch configuration, then called
+    with the kernel's arguments (`kb_launch_NAME(grid, block, shmem, stream)(args)`), so that the
+    configuration is evaluated before the arguments, as nvcc's `<<<...>>>` has it (C++17 sequences a
+    call's postfix expression before its arguments; helper-33: a `sizes[c++]` argument was read first)."""
+    params = re.sub(r"\b__grid_constant__\b\s*", "", k.params)  # a kernel's parameter attribute only
+    return (f"struct {LAUNCHER_PREFIX}{k.name} {{\n    dim3 grid, block;\n    size_t shmem;\n    cudaStream_t stream;\n"
+            f"    {LAUNCHER_PREFIX}{k.name}(dim3 g, dim3 b, size_t s, cudaStream_t st)"
+            f" : grid(g), block(b), shmem(s), stream(st) {{}}\n    void operator()({params}) const;\n}};")  # fmt: skip
 
 
 def _launcher(k: _Kernel) -> str:
-    return (f"{_launcher_head(k)} {{\n    {k.name}<<<kb_grid, kb_block, kb_shmem, kb_stream>>>"
-            f"({', '.join(k.names)});\n}}")  # fmt: skip
+    params = re.sub(r"\b__grid_constant__\b\s*", "", k.params)
+    return (f"{_launcher_struct(k)}\nvoid {LAUNCHER_PREFIX}{k.name}::operator()({params}) const {{\n"
+            f"    {k.name}<<<grid, block, shmem, stream>>>({', '.join(k.names)});\n}}")  # fmt: skip
 
 
 def _rewrite_launches(src: str, m: str, kernels: dict[str, _Kernel]) -> str:
@@ -341,7 +391,7 @@ def _rewrite_launches(src: str, m: str, kernels: dict[str, _Kernel]) -> str:
             j += 1
         if j >= len(m):
             raise Unsplittable("a launch without its closing >>>")
-        config = [c.strip() for c in _split_top(src[hit.end() : j])]
+        config = [c.strip() for c in _split_top(src[hit.end() : j], angles=False)]
         paren = re.compile(r"\s*\(").match(m, j + 3)
         if not 2 <= len(config) <= 4 or not all(config) or paren is None:
             raise Unsplittable("a launch this module cannot read")
@@ -353,17 +403,50 @@ def _rewrite_launches(src: str, m: str, kernels: dict[str, _Kernel]) -> str:
             k += 1
         args = src[paren.end() : k]
         config += ["0"] * (4 - len(config))
-        call = f"{LAUNCHER_PREFIX}{name.group(2)}({', '.join(config)}{', ' + args if args.strip() else ''})"
+        call = f"{LAUNCHER_PREFIX}{name.group(2)}({', '.join(config)})({args if args.strip() else ''})"
         out += [src[pos : name.start(2)], call]
         pos = k + 1
     return "".join(out) + src[pos:]
 
 
+def _head(m: str) -> str:
+    """A masked item up to its body or initializer: its declaration."""
+    cut = [i for i in (m.find("{"), m.find("=")) if i >= 0]
+    return m[: min(cut)] if cut else m
+
+
+_KEYWORDS = {"struct", "class", "union", "enum", "template", "typename", "static", "inline", "const", "constexpr",
+             "extern", "volatile", "unsigned", "signed", "operator", "namespace", "using", "typedef"}  # fmt: skip
+
+
+def _declared(m: str) -> set[str]:
+    """The names a masked top-level item declares: a class's or an enum's, a function's, a variable's, a
+    namespace alias's (a superset is fine: it only makes `split` refuse more)."""
+    head = _ATTRIBUTES.sub("", _without_template_clauses(_head(m)))
+    names = set()
+    if tag := re.search(r"\b(?:struct|class|union|enum(?:\s+class)?)\s+([A-Za-z_]\w*)", head):
+        names.add(tag.group(1))
+    if alias := re.search(r"\bnamespace\s+([A-Za-z_]\w*)\s*$", head):
+        names.add(alias.group(1))
+    outside = _outside_brackets(head)
+    if "(" in head:
+        if fn := re.search(r"([A-Za-z_]\w*)\s*\($", head[: head.find("(") + 1]):
+            names.add(fn.group(1))
+    words = [w for w in _IDENT.findall(re.sub(r"\[[^\]]*\]", "", outside)) if w not in _KEYWORDS]
+    if words:
+        names.add(words[-1])  # a variable's name (or the class's again)
+    return names - {"void", "int", "float", "double", "char", "bool", "long", "short", "size_t"}
+
+
 def split(cu: str) -> Split:
     """The device and host translation units of `cu` (see the module doc). Raises Unsplittable."""
     m = mask(cu)
-    device: list[str] = []
-    host: list[str] = ["#include <cuda_runtime.h>"]
+    if _TORCH_DEVICE.search(m):
+        raise Unsplittable("torch's host-and-device macros (C10_HOST_DEVICE, ...)")
+    # the half types, which torch's headers bring to a whole .cu (c10/util/Half.h)
+    device: list[str] = ["#include <cuda_fp16.h>", "#include <cuda_bf16.h>"]
+    host: list[str] = ["#include <cuda_runtime.h>", "#include <cuda_fp16.h>", "#include <cuda_bf16.h>"]
+    device_names: set[str] = set()  # what device-only code declares: the host code may not name it
     kernels: dict[str, _Kernel] = {}
     defined: set[str] = set()
     host_parts: list[tuple[int, int]] = []  # which host entries hold host code (launches rewritten)
@@ -378,6 +461,8 @@ def split(cu: str) -> Split:
                     raise Unsplittable("an include of a file other than a system header")
                 if _TORCH_HEADER.match(header.group(1)):
                     host.append(src)
+                elif _CUDA_LIBRARY_HEADER.match(header.group(1)):
+                    device.append(src)
                 else:
                     device.append(src)
                     host.append(src)
@@ -403,17 +488,24 @@ def split(cu: str) -> Split:
             if "{" in mk:
                 device.append(_launcher(k))
             if k.name not in kernels:
-                host.append(_launcher_head(k) + ";")
+                host.append(_launcher_struct(k))
             kernels[k.name] = k
-        elif _DEVICE.search(mk):
+        elif _DEVICE.search(mk) or _CUDA_NAMESPACE.match(mk):
             if _TORCH.search(mk):
                 raise Unsplittable("device code that names torch")
             device.append(src)
-            if re.search(r"\b__host__\b", mk) and re.search(
-                r"\b(?:inline|constexpr|static|template|__forceinline__)\b", mk
+            head = _head(mk)
+            if re.search(r"\b__host__\b", head) and re.search(
+                r"\b(?:inline|constexpr|static|template|__forceinline__)\b", head
             ):
                 host.append(src)
-        elif not _TORCH.search(mk) and (_TYPE.match(mk) or _CONSTANT.match(mk)) and "<<<" not in mk:
+            else:
+                device_names |= _declared(mk)
+        elif (
+            not _TORCH.search(mk)
+            and (_TYPE.match(_ATTRIBUTES.sub("", mk)) or _CONSTANT.match(mk))
+            and "<<<" not in mk
+        ):
             device.append(src)
             host.append(src)
         else:
@@ -424,6 +516,8 @@ def split(cu: str) -> Split:
         mk = m[start : start + len(src)]
         if _HOST_ONLY_NVCC.search(mk):
             raise Unsplittable("host code that reads nvcc's macros (__CUDACC__, __CUDA_ARCH__, ...)")
+        if _BARE_MIN_MAX.search(mk):
+            raise Unsplittable("host code that calls min or max unqualified (nvcc's host pass declares them)")
         host[index] = _rewrite_launches(src, mk, kernels)
     if not defined:
         raise Unsplittable("no kernel defined")
@@ -434,6 +528,11 @@ def split(cu: str) -> Split:
     for name in kernels:
         if name in named:
             raise Unsplittable(f"kernel {name} is named outside a launch")
+    # a name the host code sees without its device-only declaration means something else there, or
+    # nothing: a specialization that changes a shared struct's layout, an overload that goes missing
+    # (helper-33: a kernel argument of another size, a call of another overload, both compiled and linked)
+    for name in sorted(device_names & named):
+        raise Unsplittable(f"{name}, declared by device code, is named by host code")
     return Split("\n".join(device) + "\n", host_text, tuple(kernels))
 
 

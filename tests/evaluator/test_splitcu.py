@@ -51,28 +51,35 @@ def test_kernels_go_to_the_device_unit_with_launchers_and_the_wrapper_to_the_hos
                   "#define BLOCK 256", "constexpr int kUnroll", "struct Params", "#include <cuda_runtime.h>"):  # fmt: skip
         assert piece in s.device, piece
     assert not re.search(r"torch|TORCH_|launches", s.device)
-    assert (
-        "void kb_launch_clamp_kernel(dim3 kb_grid, dim3 kb_block, size_t kb_shmem, cudaStream_t kb_stream, "
-        "const float* __restrict__ x, float* __restrict__ y, Params p, long long n) {\n"
-        "    clamp_kernel<<<kb_grid, kb_block, kb_shmem, kb_stream>>>(x, y, p, n);\n}"
-    ) in s.device
-    assert "touch_kernel<<<kb_grid, kb_block, kb_shmem, kb_stream>>>();" in s.device
-    # host: cuda_runtime.h first, torch, the wrapper with launcher calls, the shared pieces; no device code
-    assert s.host.startswith(
-        "#include <cuda_runtime.h>\n#include <torch/types.h>\n#include <torch/extension.h>"
+    launcher = (
+        "struct kb_launch_clamp_kernel {\n    dim3 grid, block;\n    size_t shmem;\n    cudaStream_t stream;\n"
+        "    kb_launch_clamp_kernel(dim3 g, dim3 b, size_t s, cudaStream_t st) : grid(g), block(b), shmem(s), "
+        "stream(st) {}\n    void operator()(const float* __restrict__ x, float* __restrict__ y, Params p, "
+        "long long n) const;\n};"
     )
+    assert launcher + "\nvoid kb_launch_clamp_kernel::operator()(" in s.device
+    assert "    clamp_kernel<<<grid, block, shmem, stream>>>(x, y, p, n);\n}" in s.device
+    assert "touch_kernel<<<grid, block, shmem, stream>>>();" in s.device
+    # host: cuda_runtime.h and the half types first, torch, the wrapper with launcher calls, the shared
+    # pieces; no device code
+    assert s.host.startswith(
+        "#include <cuda_runtime.h>\n#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n#include <torch/types.h>"
+    )
+    assert launcher in s.host and "kb_launch_clamp_kernel::operator()" not in s.host
     assert (
         "static int launches = 0;" in s.host and "struct Params" in s.host and "#define BLOCK 256" in s.host
     )
     assert "clampf" not in s.host and "threadIdx" not in s.host
-    assert "kb_launch_clamp_kernel((n + BLOCK - 1) / BLOCK, BLOCK, 0, 0, \n" in s.host
+    # the configuration first, then the arguments, as <<<>>> has them (a call's postfix expression is
+    # sequenced before its arguments; helper-33)
+    assert "kb_launch_clamp_kernel((n + BLOCK - 1) / BLOCK, BLOCK, 0, 0)(\n" in s.host
     assert "Params{(float)lo, (float)hi}, n);" in s.host
-    assert "kb_launch_touch_kernel(1, 1, 0, 0);" in s.host
+    assert "kb_launch_touch_kernel(1, 1, 0, 0)();" in s.host
     assert (
         '"clamp<<<: a CUDA tensor");  // not a launch: <<<grid, block>>>' in s.host
     )  # strings, comments kept
     assert s.host.count("<<<") == 2
-    assert s.host.index("void kb_launch_clamp_kernel(") < s.host.index("torch::Tensor clamp(")
+    assert s.host.index("struct kb_launch_clamp_kernel {") < s.host.index("torch::Tensor clamp(")
 
 
 def test_a_launch_with_its_stream_and_a_kernel_declared_before_its_definition():
@@ -86,11 +93,11 @@ torch::Tensor f(torch::Tensor y) {
 __global__ void k(float* out, int count) { if (threadIdx.x < count) out[threadIdx.x] = 0.f; }
 """
     s = splitcu.split(cu)
-    assert "kb_launch_k(dim3(2, 1), dim3(128), 64 * sizeof(float), stream, y.data_ptr<float>()" in s.host
+    assert "kb_launch_k(dim3(2, 1), dim3(128), 64 * sizeof(float), stream)(y.data_ptr<float>()" in s.host
     # declared at the kernel's first declaration, before the wrapper; defined after its definition
-    assert s.host.index("void kb_launch_k(") < s.host.index("torch::Tensor f(")
-    assert "k<<<kb_grid, kb_block, kb_shmem, kb_stream>>>(out, count);" in s.device
-    assert s.device.index("void kb_launch_k(") > s.device.index("out[threadIdx.x] = 0.f")
+    assert s.host.index("struct kb_launch_k {") < s.host.index("torch::Tensor f(")
+    assert "k<<<grid, block, shmem, stream>>>(out, count);" in s.device
+    assert s.device.index("void kb_launch_k::operator()(") > s.device.index("out[threadIdx.x] = 0.f")
 
 
 @pytest.mark.parametrize(
@@ -114,6 +121,19 @@ __global__ void k(float* out, int count) { if (threadIdx.x < count) out[threadId
         ("#define LAUNCH(y) k<<<1, 1>>>(y)\n__global__ void k(float* y) {}\n", "macro"),
         ("__global__ void k(float* y);\nvoid f(float* y) { k<<<1, 1>>>(y); }\n", "defined"),
         ("int helper(int x) { return x; }\n", "no kernel"),
+        # helper-33: names the host code sees without their device-only declarations (silent otherwise)
+        ("template <class T> struct Vec { static constexpr int n = 1; };\n"
+         "template <> struct Vec<float> { static constexpr int n = 4; __device__ static float4 load(const float* p); };\n"
+         "struct Args { float c[Vec<float>::n]; float* y; };\n__global__ void k(Args a) {}\n"
+         "void f(Args a) { k<<<1, 1>>>(a); }", "Vec, declared by device code, is named by host code"),
+        ("__host__ __device__ float clamp_val(float v, float lo, float hi) { return v; }\n"
+         "int clamp_val(int v, int lo, int hi) { return v; }\n__global__ void k(float a) {}\n"
+         "void f() { k<<<1, 1>>>(clamp_val(0.75f, 0.f, 1.f)); }", "clamp_val, declared by device code"),
+        ("__constant__ float c_w[16];\n__global__ void k(float* y) {}\n"
+         "void f(float* y, const float* w) { cudaMemcpyToSymbol(c_w, w, 64); k<<<1, 1>>>(y); }", "c_w, declared"),
+        ("C10_HOST_DEVICE inline float gelu(float x) { return x; }\n__global__ void k(float* y) {}\n",
+         "host-and-device macros"),
+        ("__global__ void k(float* y) {}\nvoid f(float* y, int n) { k<<<max(n, 1), 32>>>(y); }", "min or max"),
     ],
 )  # fmt: skip
 def test_what_is_built_whole(cu, why):
@@ -131,6 +151,38 @@ def test_a_host_device_function_goes_to_both_only_when_it_may_be_defined_twice()
         "__host__ __device__ int twice(int a) { return 2 * a; }\n__global__ void k(float* y) {}\n"
     )
     assert "twice" not in device_only.host and "twice" in device_only.device
+    # only its declaration says so, not its body (helper-33: `constexpr` in a body doubled a definition)
+    body = splitcu.split("__host__ __device__ float softplus(float x) { constexpr float k = 1.f; return x * k; }\n"
+                         "__global__ void k(float* y) {}\n")  # fmt: skip
+    assert "softplus" not in body.host
+
+
+def test_what_nvcc_alone_reads_goes_to_the_device_unit_and_the_rest_where_it_belongs():
+    # helper-33's cases that failed a split build (a wasted build each) or were refused needlessly
+    s = splitcu.split(
+        "#include <cub/block/block_reduce.cuh>\n#include <mma.h>\n#include <cooperative_groups.h>\n"
+        "namespace cg = cooperative_groups;\nusing namespace nvcuda;\n"
+        "struct __align__(8) bf16x4 { __nv_bfloat16 v[4]; };\n"
+        "template <int WARP = 32> __device__ float warp_sum(float v) { return v; }\n"
+        "static __forceinline__ int ceil_div(int a, int b) { return (a + b - 1) / b; }\n"
+        "__global__ void k(const __grid_constant__ bf16x4 p, float* y, int n) { y[0] = warp_sum(1.f); }\n"
+        "void f(float* y, int n, bool big) { k<<<ceil_div(n, 128), big ? 256 : 32, 0, 0>>>(bf16x4{}, y, n); }\n"
+    )
+    for device_only in ("cub/block", "<mma.h>", "cooperative_groups.h>", "namespace cg", "using namespace nvcuda", "warp_sum"):  # fmt: skip
+        assert device_only in s.device and device_only not in s.host, device_only
+    assert "struct __align__(8) bf16x4" in s.host and "struct __align__(8) bf16x4" in s.device
+    assert "static __forceinline__ int ceil_div" in s.host and "ceil_div" not in s.device
+    assert "void operator()(const bf16x4 p, float* y, int n) const;" in s.host  # no __grid_constant__
+    assert "kb_launch_k(ceil_div(n, 128), big ? 256 : 32, 0, 0)(bf16x4{}, y, n)" in s.host  # `<`: no template
+    assert "#include <cuda_fp16.h>\n#include <cuda_bf16.h>" in s.device  # what torch's headers gave the .cu
+
+
+def test_a_line_comment_ending_in_a_backslash_goes_on_to_the_next_line():
+    # helper-33: the spliced line was a comment to the compiler and live code to the split
+    s = splitcu.split(
+        "#define BLOCK 256\n// the old value, see notes\\\n#define BLOCK 128\n__global__ void k(float* y) {}\n"
+    )
+    assert "BLOCK 128" not in s.device and "BLOCK 128" not in s.host and "#define BLOCK 256" in s.device
 
 
 def test_masking_keeps_offsets_and_hides_literals_and_comments():
