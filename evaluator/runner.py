@@ -65,6 +65,17 @@ SECRET_VALUE = re.compile(
     r"|\b(?:sk-[A-Za-z0-9_-]{16,}|sk-ant-[\w-]{8,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_\w{20,}|glpat-[\w-]{8,}"
     r"|xox[abposr]-[\w-]{8,}|AKIA[0-9A-Z]{16}|AIza[\w-]{30,}|hf_[A-Za-z0-9]{20,})"
 )
+# What the child's environment keeps of the parent's at all: the variables that compilers, CUDA, torch,
+# Triton, Python, the math libraries and the C library read, and the evaluator's own (KB_...). Secrets
+# come in too many shapes for a list of what to drop alone: connection strings (Password=, AccountKey=),
+# a token as a URL's user, a query string's token, a JWT under a harmless name (helper-34).
+CHILD_ENV = re.compile(
+    r"(?:PATH|LD_LIBRARY_PATH|LD_PRELOAD|LANG|LANGUAGE|LC_\w+|TZ|TERM|USER|LOGNAME|SHELL|HOME|TMPDIR"
+    r"|CUDA_\w+|NVIDIA_\w+|NVCC_\w+|CUDAHOSTCXX|CUBLAS_\w+|CUBLASLT_\w+|CUDNN_\w+|NCCL_\w+"
+    r"|TORCH_\w+|TORCHINDUCTOR_\w+|PYTORCH_\w+|TRITON_\w+|PYTHON\w*|VIRTUAL_ENV|CONDA_PREFIX|KB_\w+"
+    r"|CC|CXX|CPATH|LIBRARY_PATH|C_INCLUDE_PATH|CPLUS_INCLUDE_PATH|MAX_JOBS"
+    r"|OMP_\w+|MKL_\w+|OPENBLAS_\w+|KMP_\w+|GOMP_\w+|HF_HUB_OFFLINE|HF_DATASETS_OFFLINE)"
+)
 _PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -92,9 +103,13 @@ def candidate_build_root(candidate_source: str) -> Path:
 
 
 def child_env(settings: EvalSettings, workdir: Path, build_root: Path) -> dict[str, str]:
-    """The child's environment: the parent's, minus anything that looks like a secret by its name
-    (`SECRET_NAME`) or its value (`SECRET_VALUE`), plus our settings."""
-    env = {k: v for k, v in os.environ.items() if not SECRET_NAME.search(k) and not SECRET_VALUE.search(v)}
+    """The child's environment: the parent's variables that `CHILD_ENV` names, minus anything that looks
+    like a secret by its name (`SECRET_NAME`) or its value (`SECRET_VALUE`), plus our settings."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if CHILD_ENV.fullmatch(k) and not SECRET_NAME.search(k) and not SECRET_VALUE.search(v)
+    }
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PROJECT_ROOT), env.get("PYTHONPATH")) if p)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"

@@ -222,17 +222,20 @@ def test_secrets_are_scrubbed_from_the_child(monkeypatch):
 
 def test_values_that_carry_credentials_are_scrubbed_whatever_their_names(monkeypatch, tmp_path):
     # helper-31: PIP_INDEX_URL=https://user:token@host and REDIS_URL=redis://user:password@host reached
-    # the candidate, whose stdout returns to the model
+    # the candidate, whose stdout returns to the model; helper-34: connection strings, a token as a URL's
+    # user, a query string's token, a JWT. Only what builds, CUDA, torch, Triton and Python read reaches
+    # it (runner.CHILD_ENV), and of that nothing that looks like a secret.
     from kb_agent.evaluator.runner import child_env
 
     leaking = {"PIP_INDEX_URL": "https://deploy:glpat-abcdefgh12@gitlab.example/simple",
                "REDIS_URL": "redis://default:hunter2@cache:6379/0", "MY_SETTING": "sk-abcdefghijklmnopqrstu",
-               "GH_CLI": "ghp_abcdefghijklmnopqrstuvwx"}  # fmt: skip
-    kept = {
-        "PIP_EXTRA_URL": "https://pypi.org/simple",
-        "KB_NOTE": "user@example.org",
-        "KB_MODEL": "openai/gpt-4o",
-    }
+               "GH_CLI": "ghp_abcdefghijklmnopqrstuvwx", "DB_CONN": "Server=db;Password=hunter2;",
+               "AZURE_STORAGE_CONNECTION_STRING": "DefaultEndpointsProtocol=https;AccountKey=abc123==",
+               "GIT_REMOTE": "https://tok123abc@github.com/x/y", "LABEL_STUDIO_URL": "https://host/api?token=abc",
+               "JUPYTER_JWT": "eyJhbGciOi.eyJzdWIi.sig", "KB_SINK": "redis://default:hunter2@cache:6379/0",
+               "CUDA_TOKEN_FILE": "/secrets/t"}  # fmt: skip
+    kept = {"KB_NOTE": "user@example.org", "KB_MODEL": "openai/gpt-4o", "CUDA_HDR_DIR": "/opt/hdr",
+            "OMP_NUM_THREADS": "4", "TRITON_PRINT_AUTOTUNING": "1"}  # fmt: skip
     for name, value in {**leaking, **kept}.items():
         monkeypatch.setenv(name, value)
     env = child_env(EvalSettings(device="cpu"), tmp_path, tmp_path / "build")

@@ -243,14 +243,14 @@ def test_the_recipe_turns_the_pass_on():
 
 # -- the pass through a fake ncu ------------------------------------------------------------------------
 FAKE_NCU = '''#!{python}
-"""A stand-in for ncu: FAKE_NCU_MODE = ok (run the wrapped worker, export a report), denied (the real
-permission error, no report), none (no kernels profiled), hang. `--import` prints FAKE_NCU_CSV."""
+"""A stand-in for ncu: KB_FAKE_NCU_MODE = ok (run the wrapped worker, export a report), denied (the real
+permission error, no report), none (no kernels profiled), hang. `--import` prints KB_FAKE_NCU_CSV."""
 import os, subprocess, sys, time
 args = sys.argv[1:]
 if "--import" in args:
-    sys.stdout.write(open(os.environ["FAKE_NCU_CSV"]).read())
+    sys.stdout.write(open(os.environ["KB_FAKE_NCU_CSV"]).read())
     sys.exit(0)
-mode = os.environ.get("FAKE_NCU_MODE", "ok")
+mode = os.environ.get("KB_FAKE_NCU_MODE", "ok")
 log = open(args[args.index("--log-file") + 1], "w") if "--log-file" in args else sys.stdout
 report = args[args.index("--export") + 1]
 app = args[args.index("-m") - 1:]
@@ -278,7 +278,7 @@ def fake_ncu(tmp_path, monkeypatch):
     path.chmod(0o755)
     monkeypatch.delenv("KB_NCU", raising=False)
     monkeypatch.setenv("PATH", f"{path.parent}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_NCU_CSV", str(DATA / "ncu_raw.csv"))
+    monkeypatch.setenv("KB_FAKE_NCU_CSV", str(DATA / "ncu_raw.csv"))
     return path
 
 
@@ -301,7 +301,7 @@ def test_no_ncu_is_one_line(tmp_path, monkeypatch):
 
 
 def test_counters_not_permitted_is_one_line(fake_ncu, tmp_path, monkeypatch):
-    monkeypatch.setenv("FAKE_NCU_MODE", "denied")
+    monkeypatch.setenv("KB_FAKE_NCU_MODE", "denied")
     info, seconds = _profile(tmp_path)
     assert info.status == "denied" and "ERR_NVGPUCTRPERM" in info.message and "\n" not in info.message
     assert (
@@ -311,10 +311,10 @@ def test_counters_not_permitted_is_one_line(fake_ncu, tmp_path, monkeypatch):
 
 
 def test_no_kernels_and_the_time_limit(fake_ncu, tmp_path, monkeypatch):
-    monkeypatch.setenv("FAKE_NCU_MODE", "none")
+    monkeypatch.setenv("KB_FAKE_NCU_MODE", "none")
     info, _ = _profile(tmp_path)
     assert info.status == "no_kernels" and info.message.startswith("Nsight Compute: none of your kernels")
-    monkeypatch.setenv("FAKE_NCU_MODE", "hang")
+    monkeypatch.setenv("KB_FAKE_NCU_MODE", "hang")
     info, seconds = _profile(tmp_path, ncu_s=2)
     assert info.status == "timeout" and "2 s limit" in info.message and seconds < 25
 
@@ -323,7 +323,7 @@ def test_no_kernels_and_the_time_limit(fake_ncu, tmp_path, monkeypatch):
 def test_the_whole_pass_runs_the_worker_under_the_wrapper(fake_ncu, tmp_path, monkeypatch):
     # the wrapped worker is ncu's child, not ours (parent pid 0), and reports through the channel it
     # inherited through the wrapper: the forwards it ran come back; the figures are the fixture's
-    monkeypatch.setenv("FAKE_NCU_MODE", "ok")
+    monkeypatch.setenv("KB_FAKE_NCU_MODE", "ok")
     info, seconds = _profile(tmp_path)
     print(f"\nfake pass: {seconds:.1f} s, {info.status}: {info.message}")
     assert info.status == "ok", f"{info.message}\n{info.detail}"
@@ -355,7 +355,7 @@ def test_the_pass_loads_the_evaluations_extension_build_and_builds_nothing(fake_
     from kb_agent.evaluator.runner import candidate_build_root
 
     monkeypatch.setenv("KB_BUILD_DIR", str(tmp_path / "kbbuild"))
-    monkeypatch.setenv("FAKE_NCU_MODE", "ok")
+    monkeypatch.setenv("KB_FAKE_NCU_MODE", "ok")
     settings, problem = EvalSettings(device="cpu"), resolve_one("toy/relu")
     src = (CANDIDATES / "cpp_relu.py").read_text()
     r = evaluate(problem, src, settings)
