@@ -237,6 +237,21 @@ class KernelProbe:
         self.torch = torch_mod
         self.mode: str | None = None
         self.facts = ProbeFacts()
+        # custom launches (Triton's and the extensions' functions) since the probe was made, in every call
+        # of the candidate, passes or not: the timing stage reads how many its timed calls made
+        self.launches = 0
+
+    def install_triton(self, modules) -> None:
+        """Hook the launches of Triton's kernel classes in `modules` (sys.modules), for good: once before
+        the candidate's import and once after it, never taken off. A hook put on for each pass and taken
+        off after it was a tell: a candidate that compared the class's `run` with the one it saw at import
+        launched its kernel while probed and called PyTorch otherwise (helper-31, helper-34)."""
+        for cls in _triton_classes(modules):
+            orig = cls.__dict__["run"]
+            if getattr(orig, "_kb_probe", None) is not self:
+                hooked = _hooked_run(self, orig)
+                hooked._kb_probe = self
+                cls.run = hooked
 
     def call(self, name: str, fn, args: tuple, kwargs: dict):
         """Run one custom launch `fn(*args, **kwargs)` under the current pass."""
@@ -281,17 +296,15 @@ class KernelProbe:
 
     @contextlib.contextmanager
     def passing(self, mode: str):
-        """One pass ("observe" or "poison"): Triton launches and CUDA graph replays are hooked for its
-        duration (extension functions are wrapped once, at build); yields the pass's `ProbeFacts`."""
+        """One pass ("observe" or "poison"): CUDA graph replays are hooked for its duration (Triton's
+        launches are hooked for good, `install_triton`, and extension functions wrapped once, at build);
+        yields the pass's `ProbeFacts`."""
         import sys
 
         self.mode, self.facts = mode, ProbeFacts()
         restore = []
         try:
-            for cls in _triton_classes(sys.modules):
-                orig = cls.__dict__["run"]
-                cls.run = _hooked_run(self, orig)
-                restore.append((cls, "run", orig))
+            self.install_triton(sys.modules)
             graph = getattr(self.torch.cuda, "CUDAGraph", None)
             if graph is not None and "replay" in graph.__dict__:
                 orig_replay = graph.__dict__["replay"]
@@ -328,6 +341,9 @@ def _hooked_run(probe: KernelProbe, orig):
     def run(self, *args, grid, warmup, **kwargs):
         if warmup:
             return orig(self, *args, grid=grid, warmup=warmup, **kwargs)
+        probe.launches += 1
+        if probe.mode is None:  # outside a pass: counted, nothing else
+            return orig(self, *args, grid=grid, warmup=warmup, **kwargs)
         name = getattr(self, "__name__", None) or getattr(getattr(self, "fn", None), "__name__", "triton")
         return probe.call(
             f"triton:{name}", lambda *a, **k: orig(self, *a, grid=grid, warmup=warmup, **k), args, kwargs
@@ -348,6 +364,7 @@ def wrap_extension(module, probe: KernelProbe, label: str) -> None:
 def _wrapped(probe: KernelProbe, name: str, fn):
     @functools.wraps(fn)
     def call(*args, **kwargs):
+        probe.launches += 1
         if probe.mode is None:
             return fn(*args, **kwargs)
         return probe.call(name, fn, args, kwargs)

@@ -143,6 +143,7 @@ def load_candidate(ev) -> Verdict | None:
     if ev.strict:
         arm_strict_checks(ev, backend)
         wrapper.probe = ev.probe = kb_agent.evaluator.kernel_probe.KernelProbe(ev.torch)
+        ev.probe.install_triton(sys.modules)  # (Triton imported before the candidate: hooked before it runs)
     t0 = time.perf_counter()
     verdict = None
     try:
@@ -170,6 +171,8 @@ def load_candidate(ev) -> Verdict | None:
         verdict = Verdict(Status.COMPILE_ERROR, "importing the candidate failed:\n" + ev.explain(e))
     info.seconds = time.perf_counter() - t0
     info.ok = verdict is None
+    if getattr(ev, "probe", None) is not None:
+        ev.probe.install_triton(sys.modules)  # the Triton the candidate imported
     ev.chan.send("compile", compile=dataclasses.asdict(info), builds=wrapper.builds)
     if ev.strict and verdict is None:
         # a global module pre-hook registered at import and removed in the candidate's first forward

@@ -304,6 +304,7 @@ def check_custom_kernels(ev) -> None:
     identity = output_is_an_input(torch, expected, inputs)
     del expected
     copies_only = all(x.copy for x in observed[0].launches)  # no launch at all included
+    ev.probe_launches = len(observed[0].launches)  # what the timing stage's calls are held to
     if not copies_only:
         inputs = None  # only a look again (below) needs them: not alive beside the poison pass's
     set_seed(seed + 1)

@@ -118,7 +118,9 @@ def run(ev) -> None:
             kw = dict(warmup=st.warmup, discard=st.discard, trials=st.timed_trials, flusher=flusher)
             info.reference = timing.stats(timing.time_parity(ev.ref_model, ref_in, **kw))
             seal(ev, "reference", info.reference)
+            launched = _launches(ev)
             parity_ms = timing.time_parity(ev.new_model, new_in, **kw)
+            check_timed_launches(ev, launched, st.warmup + st.discard + st.timed_trials)
             info.candidate = timing.stats(parity_ms)
             seal(ev, "candidate", info.candidate)
             if st.baseline_compile:
@@ -131,7 +133,9 @@ def run(ev) -> None:
             info.settings.update(kw, flush_l2=False)
             info.reference = timing.stats(timing.time_cpu(ev.ref_model, ref_in, **kw))
             seal(ev, "reference", info.reference)
+            launched = _launches(ev)
             parity_ms = timing.time_cpu(ev.new_model, new_in, **kw)
+            check_timed_launches(ev, launched, kw["warmup"] + kw["trials"])
             info.candidate = timing.stats(parity_ms)
             seal(ev, "candidate", info.candidate)
         both = {"reference": (ev.ref_model, ref_in), "candidate": (ev.new_model, new_in)}
@@ -520,3 +524,27 @@ def _fits(torch, timed, drawn) -> bool:
         return type(drawn) is type(timed) and bool(drawn == timed)
     except Exception:  # noqa: BLE001 - a comparison that is no bool
         return False
+
+
+def _launches(ev) -> int | None:
+    """The kernel probe's count of custom launches so far (strict mode), else None."""
+    probe = getattr(ev, "probe", None) if ev.strict else None
+    return None if probe is None else probe.launches
+
+
+def check_timed_launches(ev, before: int | None, calls: int) -> None:
+    """`custom_kernels_do_the_work` in the calls that are timed: where the kernel probe's call launched
+    custom kernels, the parity figure's `calls` calls (warm-up included) must launch at least one a
+    call. A candidate that launched its kernel only while probed (the probe's hook on Triton's launcher
+    was a tell: it came and went) and called PyTorch otherwise had PyTorch's speed taken for its
+    kernel's: 1.68x on a GEMM with a residual, by one addmm (helper-34). Launches are counted by the
+    probe's hooks, which stay on (`KernelProbe.install_triton`, the wrapped extension functions)."""
+    if before is None:
+        return
+    launched, per_call = ev.probe.launches - before, getattr(ev, "probe_launches", 0)
+    ev.strict_info["timed_launches"] = {"calls": calls, "launches": launched, "probe_call": per_call}
+    if per_call and launched < calls:
+        ev.checks.record("custom_kernels_do_the_work", False,
+                         f"its custom kernels launched {per_call} time(s) in the kernel probe's call but {launched} "
+                         f"time(s) in the {calls} calls of the parity timing: the calls that are timed must run "
+                         "them")  # fmt: skip

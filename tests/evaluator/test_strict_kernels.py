@@ -1,6 +1,7 @@
 """Strict mode's custom-kernel rules (issue 11, item 1): the library work rule and the kernel probe,
 in-process on the CPU (stand-in "extension functions" are Python functions; Triton runs interpreted)."""
 
+import sys
 import types
 
 import pytest
@@ -217,7 +218,10 @@ def test_output_unchanged_and_identity_helpers():
     assert not kp.output_is_an_input(torch, torch.relu(x - 0.5), [x])
 
 
-def test_triton_launches_are_observed_and_the_hook_removed(monkeypatch):
+def test_triton_launches_are_hooked_for_good_and_counted_in_every_call(monkeypatch):
+    # helper-31, helper-34: a hook put on for each pass and taken off after it was a tell (a candidate
+    # compared the launcher's `run` with the one it saw at import, and launched its kernel only while
+    # probed); it stays on, and counts every launch
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     triton = pytest.importorskip("triton")
     import triton.language as tl
@@ -228,17 +232,23 @@ def test_triton_launches_are_observed_and_the_hook_removed(monkeypatch):
         m = offs < n
         tl.store(y_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=m), 0.0), mask=m)
 
-    probe = kp.KernelProbe(torch)
     cls = type(relu_kernel)
     before = cls.__dict__["run"]
+    monkeypatch.setattr(cls, "run", before)  # the class as it was, after this test
+    probe = kp.KernelProbe(torch)
+    probe.install_triton(sys.modules)
+    hooked = cls.__dict__["run"]
+    assert hooked is not before and hooked._kb_probe is probe
     x, y = torch.randn(100), torch.empty(100)
     with probe.passing("poison") as facts:
         relu_kernel[(1,)](x, y, 100, BLOCK=128)
     assert [launch.name for launch in facts.launches] == ["triton:relu_kernel"]
     assert torch.isnan(y).all()
-    assert cls.__dict__["run"] is before
-    relu_kernel[(1,)](x, y, 100, BLOCK=128)  # outside a pass: untouched
-    assert torch.equal(y, torch.relu(x))
+    assert cls.__dict__["run"] is hooked  # still on: no tell between a pass and any other call
+    relu_kernel[(1,)](x, y, 100, BLOCK=128)  # outside a pass: counted, untouched
+    assert torch.equal(y, torch.relu(x)) and probe.launches == 2
+    probe.install_triton(sys.modules)  # once is enough
+    assert cls.__dict__["run"] is hooked
 
 
 def test_wrap_extension_routes_a_modules_builtin_functions_through_the_probe():
@@ -252,6 +262,8 @@ def test_wrap_extension_routes_a_modules_builtin_functions_through_the_probe():
     with probe.passing("observe") as facts:
         y = mod.relu(x)
     assert [launch.name for launch in facts.launches] == ["ext.relu"] and torch.equal(y, torch.relu(x))
+    mod.relu(x)  # outside a pass: counted too (the timing stage's calls are held to the probe's)
+    assert probe.launches == 2
 
 
 def test_no_observed_launch_is_judged_by_the_profiles_kernel_names():
