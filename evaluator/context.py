@@ -413,6 +413,11 @@ class Evaluation:
                            "on the CPU, TRITON_INTERPRET=1) cannot run: evaluate it on a GPU, or use tl.math's "
                            f"functions (tl.erf, tl.exp, ...) to run it here; while {doing}:\n"
                            + describe_exception(e, self.candidate_file))  # fmt: skip
+        if os.environ.get("TRITON_INTERPRET") == "1" and "active drivers" in str(e):  # helper-32
+            return Verdict(Status.RUNTIME_ERROR, "Triton's autotuner (@triton.autotune) times its configurations "
+                           "on a GPU, which Triton's interpreter (Triton on the CPU, TRITON_INTERPRET=1) has not: "
+                           f"launch one configuration to run it here, or evaluate it on a GPU; while {doing}:\n"
+                           + describe_exception(e, self.candidate_file))  # fmt: skip
         if interpreter_lacks_bf16(e):
             return Verdict(Status.RUNTIME_ERROR, "a Triton kernel does bfloat16 arithmetic, which Triton's "
                            "interpreter (Triton on the CPU, TRITON_INTERPRET=1) cannot run: evaluate it on a GPU, "

@@ -980,6 +980,7 @@ def guarded_objects(torch_mod, reference_module, reference_model=None) -> dict[s
 # (Extension builds run with the monitor paused.)
 _ALLOWED_TOOLS = {"ptxas", "ldconfig", "ldconfig.real", "cuobjdump", "nvdisasm", "gcc", "cc", "clang", "g++",
                   "c++", "clang++", "ld", "objdump", "file", "uname", "nvidia-smi"}  # fmt: skip
+_BUILD_TOOLS = {"ninja", "nvcc", "make", "cmake"}
 _SECRET_PATH = re.compile(r"/proc/(\d+|self)/environ|/\.ssh/|/\.aws/|\.netrc|\.git-credentials|\.pypirc|"
                           r"/\.config/gcloud|/\.docker/config|/\.kube/|\.env(?:rc|\.[\w.-]+)?$|\.sqlite3?(-wal|-shm)?$")  # fmt: skip
 # Frames and the garbage collector are how in-process code finds the evaluator's objects (the reference,
@@ -1050,7 +1051,13 @@ class SideEffectMonitor:
             if (
                 names - _ALLOWED_TOOLS or (os.sep in where and self._allowed(os.path.realpath(where)))
             ) and not (self._in_build()):
-                self._block(f"tried to start a process ({exe or name})")
+                hint = ""
+                if (
+                    names & _BUILD_TOOLS
+                ):  # helper-32: torch.utils.cpp_extension.load's ninja, refused unexplained
+                    hint = (": extensions are built through torch.utils.cpp_extension.load_inline (KernelBench's "
+                            "contract), which the harness runs; a build started any other way is refused")  # fmt: skip
+                self._block(f"tried to start a process ({exe or name}){hint}")
         elif event in ("os.system", "os.fork", "os.forkpty", "pty.spawn"):
             self._block(f"tried {event}")
         elif event in ("socket.connect", "socket.bind", "socket.sendto", "socket.getaddrinfo"):

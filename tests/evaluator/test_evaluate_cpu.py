@@ -115,6 +115,21 @@ def test_bf16_under_the_interpreter_says_the_verdict_may_be_the_interpreters():
     assert r.status == Status.INCORRECT and "bfloat16" not in r.message
 
 
+def test_the_autotuner_under_the_interpreter_is_a_runtime_error_that_says_why():
+    # helper-32: "0 active drivers" came back with no word of the autotuner or the interpreter
+    src = (CANDIDATES / "triton_relu.py").read_text()
+    src = src.replace(
+        "@triton.jit",
+        "@triton.autotune(configs=[triton.Config({}, num_warps=2), triton.Config({}, num_warps=4)], key=['n'])\n@triton.jit",
+    )
+    assert "autotune" in src
+    r = evaluate(
+        resolve_one("toy/relu"), src, EvalSettings(device="cpu", correctness_trials=1, timed_trials=2)
+    )
+    assert r.status == Status.RUNTIME_ERROR, r.message
+    assert "autotuner (@triton.autotune) times its configurations on a GPU" in r.message
+
+
 def test_python_exception_names_the_candidate_line():
     r = run("raises")
     assert r.status == Status.RUNTIME_ERROR

@@ -31,6 +31,22 @@ def test_a_refused_process_and_network_use_read_as_tried(tmp_path):
     assert monitor.events == ["tried os.system", "tried to use the network (socket.connect)"]
 
 
+def test_a_build_started_outside_load_inline_says_which_way_builds_go(tmp_path):
+    # helper-32: torch.utils.cpp_extension.load (its ninja) was refused as "tried to start a process"
+    monitor = SideEffectMonitor([tmp_path])
+    monitor.active = True
+    for exe in ("ninja", "/usr/bin/nvcc"):
+        with pytest.raises(PermissionError):
+            monitor("subprocess.Popen", (exe, [exe, "-v"], None, None))
+    with pytest.raises(PermissionError):
+        monitor("subprocess.Popen", ("sh", ["sh", "-c", "true"], None, None))
+    monitor.active = False
+    assert [e.split(":")[0] for e in monitor.events] == ["tried to start a process (ninja)",
+                                                         "tried to start a process (/usr/bin/nvcc)",
+                                                         "tried to start a process (sh)"]  # fmt: skip
+    assert all("load_inline" in e for e in monitor.events[:2]) and "load_inline" not in monitor.events[2]
+
+
 def _load(path, name: str):
     import importlib.util
 
